@@ -1,0 +1,92 @@
+"""Agents are data: one JSON file per agent, read from the configured folders.
+
+Folders are the project's ``harness/agents/`` plus ``HARNESS_AGENT_DIRS``. A bad file raises
+``InvalidAgentFile`` naming the file and the fault; the system check turns that into a
+start-up error.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from django.conf import settings
+from jsonschema import Draft202012Validator
+
+from harness.errors import InvalidAgentFile, UnknownAgent
+
+_SCHEMA_PATH = Path(__file__).with_name("agent_file.schema.json")
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    name: str
+    description: str
+    system_prompt: str
+    tools: tuple[str, ...]
+    model: str = ""
+    fallback_models: tuple[str, ...] = ()
+    summary_model: str = ""
+    max_steps: int = 10
+    max_tokens_per_run: int | None = None
+    deadline_s: float | None = None
+    path: str = ""
+
+
+def get_agent(name: str) -> AgentSpec:
+    agents = list_agents()
+    if name not in agents:
+        raise UnknownAgent(name, sorted(agents))
+    return agents[name]
+
+
+def list_agents() -> dict[str, AgentSpec]:
+    """Every agent, by name, from the folders currently configured."""
+    folders = tuple(str(Path(folder).resolve()) for folder in settings.HARNESS_AGENT_DIRS)
+    return _load_agents(folders, settings.HARNESS_DEFAULT_MAX_STEPS)
+
+
+@cache
+def _validator() -> Draft202012Validator:
+    return Draft202012Validator(json.loads(_SCHEMA_PATH.read_text(encoding="utf-8")))
+
+
+@cache
+def _load_agents(folders: tuple[str, ...], default_max_steps: int) -> dict[str, AgentSpec]:
+    agents: dict[str, AgentSpec] = {}
+    for folder in folders:
+        for path in sorted(Path(folder).glob("*.json")):
+            agent = _read_agent_file(path, default_max_steps)
+            if agent.name in agents:
+                raise InvalidAgentFile(
+                    str(path), f"agent {agent.name!r} is already defined in {agents[agent.name].path}"
+                )
+            agents[agent.name] = agent
+    return agents
+
+
+def _read_agent_file(path: Path, default_max_steps: int) -> AgentSpec:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InvalidAgentFile(str(path), f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from exc
+    except OSError as exc:
+        raise InvalidAgentFile(str(path), f"cannot be read: {exc}") from exc
+    error = next(iter(sorted(_validator().iter_errors(data), key=lambda e: e.path)), None)
+    if error is not None:
+        raise InvalidAgentFile(str(path), f"at {error.json_path}: {error.message}")
+    return AgentSpec(
+        name=data["name"],
+        description=data["description"],
+        system_prompt=data["system_prompt"],
+        tools=tuple(data["tools"]),
+        model=data.get("model", ""),
+        fallback_models=tuple(data.get("fallback_models", ())),
+        summary_model=data.get("summary_model", ""),
+        max_steps=data.get("max_steps", default_max_steps),
+        max_tokens_per_run=data.get("max_tokens_per_run"),
+        deadline_s=data.get("deadline_s"),
+        path=str(path),
+    )

@@ -1,0 +1,9 @@
+from django.urls import path
+
+from harness.api import views
+
+urlpatterns = [
+    path("runs", views.RunListView.as_view(), name="run-list"),
+    path("runs/<str:run_id>", views.RunDetailView.as_view(), name="run-detail"),
+    path("runs/<str:run_id>/trace", views.RunTraceView.as_view(), name="run-trace"),
+]

@@ -1,0 +1,123 @@
+"""The demo data set: tenants, users and roles, and the demo ticket desk.
+
+``load_demo`` is idempotent: running it again leaves one copy of everything and restores the
+demo tickets to their initial state (so the demo run can be replayed from the start).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.utils import timezone
+
+from harness.models import Tenant
+from policy import services as policy
+from tools.demo.models import Customer, SupportQueue, Ticket
+
+DEMO_TICKET_ID = "T-20250318-007"
+ACTOR = "load_demo"
+
+TENANTS = {"acme": "Acme Corporation", "globex": "Globex Inc."}
+# (tenant, user, role)
+ROLE_ASSIGNMENTS = [
+    ("acme", "alice", "tenant_admin"),
+    ("acme", "bob", "member"),
+    ("globex", "charlie", "member"),
+]
+# (tenant, role, scope): members work tickets; admins may also read customers and mail out.
+ROLE_PERMISSIONS = [
+    (tenant, role, scope)
+    for tenant in TENANTS
+    for role, scopes in {
+        "member": ["ticket:read", "ticket:write", "notification:send"],
+        "tenant_admin": [
+            "ticket:read",
+            "ticket:write",
+            "notification:send",
+            "customer:read",
+            "email:send_external",
+            "policy:admin",
+        ],
+    }.items()
+    for scope in scopes
+]
+
+
+def load_demo(admin_password: str) -> dict[str, int]:
+    """Create or reset the demo data; returns counts of what exists afterwards."""
+    with transaction.atomic():
+        for slug, name in TENANTS.items():
+            Tenant.objects.update_or_create(slug=slug, defaults={"name": name})
+        for tenant, role, scope in ROLE_PERMISSIONS:
+            policy.add_permission(tenant, role, scope, "allow", actor=ACTOR)
+        for tenant, user, role in ROLE_ASSIGNMENTS:
+            policy.assign_role(tenant, user, role, actor=ACTOR)
+        _load_ticket_desk()
+        _ensure_admin(admin_password)
+    return {
+        "tenants": Tenant.objects.count(),
+        "tickets": Ticket.objects.count(),
+        "customers": Customer.objects.count(),
+    }
+
+
+def _load_ticket_desk() -> None:
+    now = timezone.now()
+    for tenant, name, agent in [
+        ("acme", "billing", "agent-li"),
+        ("acme", "shipping", "agent-chen"),
+        ("globex", "billing", "agent-smith"),
+    ]:
+        SupportQueue.objects.update_or_create(
+            tenant=tenant, name=name, defaults={"on_call_agent_id": agent}
+        )
+    customers = [
+        ("acme", "C-1001", "Zhang Wei", "13812345678", "zhang.wei@example.com"),
+        ("acme", "C-1002", "Maria Garcia", "+34612345678", "maria.garcia@example.com"),
+        ("globex", "C-2001", "John Smith", "+14155550100", "john.smith@example.com"),
+    ]
+    for tenant, customer_id, name, phone, email in customers:
+        Customer.objects.update_or_create(
+            tenant=tenant,
+            customer_id=customer_id,
+            defaults={"name": name, "phone": phone, "email": email},
+        )
+    tickets = [
+        # tenant, id, title, body, queue, status, customer, assignee, days open
+        ("acme", DEMO_TICKET_ID, "Charged twice for March invoice",
+         "I was charged twice for invoice INV-2025-0318. Please refund the duplicate charge.",
+         "billing", "open", "C-1001", "", 9),
+        ("acme", "T-20250320-011", "Parcel stuck in customs",
+         "Order ORD-55213 has been in customs for a week.", "shipping", "assigned", "C-1002",
+         "agent-chen", 7),
+        ("acme", "T-20250321-002", "Cannot download invoice PDF",
+         "The invoice download link returns an error.", "billing", "resolved", "C-1002",
+         "agent-li", 6),
+        ("globex", "T-20250319-001", "Wrong VAT on invoice",
+         "Our VAT number is missing from the invoice.", "billing", "open", "C-2001", "", 8),
+    ]
+    for tenant, ticket_id, title, body, queue, status, customer, assignee, days in tickets:
+        opened = now - timedelta(days=days)
+        Ticket.objects.update_or_create(
+            tenant=tenant,
+            ticket_id=ticket_id,
+            defaults={
+                "title": title,
+                "body": body,
+                "queue": queue,
+                "status": status,
+                "customer_id": customer,
+                "assignee_id": assignee,
+                "escalate_reason": "",
+                "opened_at": opened,
+                "sla_due": opened + timedelta(days=2),
+            },
+        )
+
+
+def _ensure_admin(password: str) -> None:
+    user_model = get_user_model()
+    if not user_model.objects.filter(username="admin").exists():
+        user_model.objects.create_superuser("admin", "admin@example.com", password)

@@ -1,0 +1,68 @@
+"""Typed errors of the run API. Each carries a stable code, an HTTP status and details."""
+
+from enum import StrEnum
+from typing import Any
+
+
+class ErrorCode(StrEnum):
+    MALFORMED_JSON = "malformed_json"
+    INVALID_REQUEST = "invalid_request"
+    UNAUTHENTICATED = "unauthenticated"
+    INVALID_API_KEY = "invalid_api_key"
+    PERMISSION_DENIED = "permission_denied"
+    NOT_FOUND = "not_found"
+    UNKNOWN_AGENT = "unknown_agent"
+    RUN_NOT_FOUND = "run_not_found"
+    UNKNOWN_TENANT = "unknown_tenant"
+    METHOD_NOT_ALLOWED = "method_not_allowed"
+    UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
+    THROTTLED = "throttled"
+    INTERNAL_ERROR = "internal_error"
+
+
+class HarnessError(Exception):
+    """Base of the run API's domain errors; rendered as ``{"error": {...}}`` by the API."""
+
+    code: ErrorCode = ErrorCode.INVALID_REQUEST
+    http_status: int = 400
+
+    def __init__(self, message: str, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details or {}
+
+
+class UnknownAgent(HarnessError):
+    code = ErrorCode.UNKNOWN_AGENT
+    http_status = 404
+
+    def __init__(self, name: str, available: list[str]) -> None:
+        super().__init__(
+            f"No agent named {name!r}. Agents that exist: {', '.join(available) or 'none'}.",
+            {"agent": name, "available": available},
+        )
+
+
+class RunNotFound(HarnessError):
+    code = ErrorCode.RUN_NOT_FOUND
+    http_status = 404
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"No run {run_id} for this tenant.", {"run_id": run_id})
+
+
+class UnknownTenant(HarnessError):
+    code = ErrorCode.UNKNOWN_TENANT
+    http_status = 404
+
+    def __init__(self, slug: str) -> None:
+        super().__init__(f"No tenant {slug!r}.", {"tenant": slug})
+
+
+class InvalidAgentFile(Exception):
+    """An agent file is unreadable or malformed; stops start-up naming the file and the fault."""
+
+    def __init__(self, path: str, fault: str) -> None:
+        super().__init__(f"{path}: {fault}")
+        self.path = path
+        self.fault = fault

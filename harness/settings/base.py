@@ -1,0 +1,192 @@
+"""Settings for every environment: embedded defaults, overridden by the environment.
+
+With no environment set, Harness runs on SQLite under ``var/``, a Celery broker on the local
+filesystem, the scripted demo model and the demo ticket tools. ``DATABASE_URL`` and
+``REDIS_URL`` switch to PostgreSQL and Redis with no code change.
+"""
+
+import secrets
+from pathlib import Path
+
+import dj_database_url
+
+from harness.settings.env import (
+    env_bool,
+    env_float,
+    env_int,
+    env_list,
+    env_paths,
+    env_str,
+)
+
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
+VAR_DIR = Path(env_str("HARNESS_VAR_DIR", str(BASE_DIR / "var"))).resolve()
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def _embedded_secret_key() -> str:
+    """A key generated once per checkout, so the embedded default needs no configuration."""
+    key_file = VAR_DIR / "secret_key"
+    if not key_file.exists():
+        key_file.write_text(secrets.token_urlsafe(50), encoding="utf-8")
+        key_file.chmod(0o600)
+    return key_file.read_text(encoding="utf-8").strip()
+
+
+SECRET_KEY = env_str("DJANGO_SECRET_KEY") or _embedded_secret_key()
+DEBUG = env_bool("DJANGO_DEBUG", default=False)
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS") or ["localhost", "127.0.0.1", "[::1]"]
+CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "policy.casbin_rules.CasbinRulesConfig",
+    "harness.apps.HarnessConfig",
+    "gateway.apps.GatewayConfig",
+    "tools.apps.ToolsConfig",
+    "tools.demo.apps.DemoConfig",
+    "policy.apps.PolicyConfig",
+    "traces.apps.TracesConfig",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "harness.urls"
+WSGI_APPLICATION = "harness.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Database -------------------------------------------------------------------------------
+DATABASE_URL = env_str("DATABASE_URL")
+if DATABASE_URL:
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+else:
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": VAR_DIR / "harness.sqlite3",
+            # The web server and the worker share the file: WAL lets readers proceed during a
+            # write, IMMEDIATE takes the write lock up front instead of failing on upgrade.
+            "OPTIONS": {
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+                "transaction_mode": "IMMEDIATE",
+                "timeout": 20,
+            },
+        }
+    }
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Redis, cache and Celery ----------------------------------------------------------------
+REDIS_URL = env_str("REDIS_URL")
+if REDIS_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": "harness",
+        }
+    }
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
+CELERY_BROKER_DIR = VAR_DIR / "celery-broker"
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL") or REDIS_URL or "filesystem://"
+if CELERY_BROKER_URL == "filesystem://":
+    # kombu's filesystem transport: a real broker between real processes, with no server.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(CELERY_BROKER_DIR),
+        "data_folder_out": str(CELERY_BROKER_DIR),
+        "processed_folder": str(CELERY_BROKER_DIR / "processed"),
+        "store_processed": False,
+    }
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_SOFT_TIME_LIMIT = env_int("HARNESS_TASK_SOFT_TIME_LIMIT_S", 900, minimum=1)
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+
+# --- Auth, i18n, static ---------------------------------------------------------------------
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "static"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+
+# --- API ------------------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["harness.api.authentication.TenantApiKeyAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["harness.api.authentication.IsTenantClient"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "EXCEPTION_HANDLER": "harness.api.exceptions.render_api_error",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "UNAUTHENTICATED_USER": None,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Harness API",
+    "DESCRIPTION": "Run agents that act on business systems through authorised, audited tools.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+}
+
+# --- Harness --------------------------------------------------------------------------------
+HARNESS_MODEL = env_str("HARNESS_MODEL", "scripted:demo")
+HARNESS_AGENT_DIRS = [BASE_DIR / "harness" / "agents", *env_paths("HARNESS_AGENT_DIRS")]
+HARNESS_TOOL_DIRS = [BASE_DIR / "tools" / "definitions", *env_paths("HARNESS_TOOL_DIRS")]
+HARNESS_SCRIPT_DIRS = [BASE_DIR / "gateway" / "scripts"]
+HARNESS_SYNC_DEADLINE_S = env_float("HARNESS_SYNC_DEADLINE_S", 30.0, minimum=0.1)
+HARNESS_DEFAULT_MAX_STEPS = env_int("HARNESS_DEFAULT_MAX_STEPS", 10, minimum=1)
+HARNESS_TOOL_TIMEOUT_S = env_float("HARNESS_TOOL_TIMEOUT_S", 30.0, minimum=0.1)
+HARNESS_BASE_URL = env_str("HARNESS_BASE_URL", "http://127.0.0.1:8000")
+
+CASBIN_MODEL = str(BASE_DIR / "policy" / "rbac_with_domains.conf")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("HARNESS_LOG_LEVEL", "INFO")},
+    # pycasbin logs the whole model and policy at INFO on every load.
+    "loggers": {"casbin": {"level": "WARNING"}},
+}

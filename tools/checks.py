@@ -1,0 +1,20 @@
+"""System check: every tool file loads, or start-up stops naming the file and the fault."""
+
+from django.conf import settings
+from django.core import checks
+
+from tools.registry import tool_files, load_tool_files
+
+
+@checks.register("harness")
+def check_tool_files(app_configs, **kwargs) -> list[checks.CheckMessage]:  # noqa: ARG001
+    _, faults = load_tool_files(
+        tool_files(str(folder) for folder in settings.HARNESS_TOOL_DIRS),
+        settings.HARNESS_TOOL_TIMEOUT_S,
+    )
+    messages: list[checks.CheckMessage] = []
+    for fault in faults:
+        kind = checks.Error if fault.severity == "error" else checks.Warning
+        code = "tools.E001" if fault.severity == "error" else "tools.W001"
+        messages.append(kind(fault.message, obj=fault.path, id=code))
+    return messages

@@ -1,0 +1,48 @@
+"""Typed tool errors: the file faults that stop start-up, and the call errors the model sees."""
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class ToolErrorCode(StrEnum):
+    UNKNOWN_TOOL = "unknown_tool"
+    PERMISSION_DENIED = "permission_denied"
+    INVALID_ARGUMENTS_JSON = "invalid_arguments_json"
+    INVALID_ARGUMENTS = "invalid_arguments"
+    TIMEOUT = "timeout"
+    TOOL_FAILED = "tool_failed"
+    TOOL_DISABLED = "tool_disabled"
+
+
+@dataclass(frozen=True)
+class ToolFileFault:
+    """One fault in one tool file. ``severity`` is "error" (stops start-up) or "warning"."""
+
+    path: str
+    message: str
+    severity: str = "error"
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+class ToolFilesInvalid(Exception):
+    """Raised when the registry is asked for tools while any tool file has an error."""
+
+    def __init__(self, faults: list[ToolFileFault]) -> None:
+        errors = [f for f in faults if f.severity == "error"]
+        super().__init__("Invalid tool files:\n" + "\n".join(f"  {f}" for f in errors))
+        self.faults = faults
+
+
+@dataclass
+class ToolCallError:
+    """A structured error handed back to the model instead of a tool result."""
+
+    code: ToolErrorCode
+    message: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"code": str(self.code), "message": self.message, "details": self.details}
