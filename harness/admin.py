@@ -53,7 +53,9 @@ class RunAdmin(admin.ModelAdmin):
 
     @admin.display(description="Spans, in order")
     def timeline(self, run: Run) -> SafeString:
-        return render_to_string("admin/harness/run_spans.html", {"spans": list_spans(run.request_id)})
+        return render_to_string(
+            "admin/harness/run_spans.html", {"spans": list_spans(run.request_id)}
+        )
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

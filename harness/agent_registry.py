@@ -61,7 +61,8 @@ def _load_agents(folders: tuple[str, ...], default_max_steps: int) -> dict[str, 
             agent = _read_agent_file(path, default_max_steps)
             if agent.name in agents:
                 raise InvalidAgentFile(
-                    str(path), f"agent {agent.name!r} is already defined in {agents[agent.name].path}"
+                    str(path),
+                    f"agent {agent.name!r} is already defined in {agents[agent.name].path}",
                 )
             agents[agent.name] = agent
     return agents
@@ -71,7 +72,9 @@ def _read_agent_file(path: Path, default_max_steps: int) -> AgentSpec:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
-        raise InvalidAgentFile(str(path), f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from exc
+        raise InvalidAgentFile(
+            str(path), f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+        ) from exc
     except OSError as exc:
         raise InvalidAgentFile(str(path), f"cannot be read: {exc}") from exc
     error = next(iter(sorted(_validator().iter_errors(data), key=lambda e: e.path)), None)

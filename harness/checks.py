@@ -11,7 +11,7 @@ from tools.services import get_tool_registry
 
 
 @checks.register("harness")
-def check_agent_files(app_configs, **kwargs) -> list[checks.CheckMessage]:  # noqa: ARG001
+def check_agent_files(app_configs, **kwargs) -> list[checks.CheckMessage]:
     try:
         agents = list_agents()
     except InvalidAgentFile as exc:

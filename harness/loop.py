@@ -23,7 +23,6 @@ from tools.services import get_tool_registry
 from traces.services import AuditKind, OpenSpan, SpanKind, SpanStatus, TraceRecorder
 
 
-
 @dataclass
 class StepOutcome:
     """What one model step ended with: ``None`` status means "go on"."""
@@ -88,7 +87,10 @@ def drive_run(run_id: str) -> Run:
 
 
 def _opening(agent: AgentSpec, run: Run) -> list[Message]:
-    return [Message(role="system", content=agent.system_prompt), Message(role="user", content=run.input)]
+    return [
+        Message(role="system", content=agent.system_prompt),
+        Message(role="user", content=run.input),
+    ]
 
 
 def _step(run: Run, agent: AgentSpec, scope: CallScope, messages: list[Message]) -> StepOutcome:
@@ -96,21 +98,28 @@ def _step(run: Run, agent: AgentSpec, scope: CallScope, messages: list[Message])
     tools = visible_tools(agent, scope.registry, scope.tenant, scope.user_id)
     specs = [tool.spec() for tool in tools]
     tracer = scope.tracer
-    with tracer.span(SpanKind.MODEL_CALL, f"step {run.steps}", scope.parent, step=run.steps) as span:
+    with tracer.span(
+        SpanKind.MODEL_CALL, f"step {run.steps}", scope.parent, step=run.steps
+    ) as span:
         tracer.audit(
             span,
             AuditKind.MODEL_REQUEST,
             {
                 "route": run.model_route or None,
                 "messages": [m.to_dict() for m in messages],
-                "tools": [{"name": s.name, "description": s.description, "parameters": s.parameters} for s in specs],
+                "tools": [
+                    {"name": s.name, "description": s.description, "parameters": s.parameters}
+                    for s in specs
+                ],
             },
         )
         try:
             response = complete(agent.model or None, messages, specs)
         except GatewayError as exc:
             span.fail(error_code=str(exc.code), error=exc.message)
-            return StepOutcome(RunStatus.FAILED, detail=f"The model could not be reached: {exc.message}")
+            return StepOutcome(
+                RunStatus.FAILED, detail=f"The model could not be reached: {exc.message}"
+            )
         _record_response(run, span, response)
         tracer.audit(span, AuditKind.MODEL_RESPONSE, response.to_dict())
     messages.append(response.to_message())
@@ -162,7 +171,12 @@ def _finish(run: Run, tracer: TraceRecorder, session: OpenSpan, outcome: StepOut
         finished_at=timezone.now(),
         updated_at=timezone.now(),
     )
-    session.set(status=status, steps=run.steps, prompt_tokens=run.prompt_tokens, completion_tokens=run.completion_tokens)
+    session.set(
+        status=status,
+        steps=run.steps,
+        prompt_tokens=run.prompt_tokens,
+        completion_tokens=run.completion_tokens,
+    )
     if status != RunStatus.SUCCEEDED:
         session.fail(SpanStatus.ERROR)
     tracer.end(session)

@@ -87,7 +87,7 @@ class Run(models.Model):
     prompt_tokens = models.PositiveIntegerField(default=0)
     completion_tokens = models.PositiveIntegerField(default=0)
     callback_url = models.URLField(max_length=2000, blank=True)
-    idempotency_key = models.CharField(max_length=200, null=True, blank=True)
+    idempotency_key = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -98,7 +98,7 @@ class Run(models.Model):
         constraints = [
             models.UniqueConstraint(
                 fields=["tenant", "idempotency_key"],
-                condition=Q(idempotency_key__isnull=False),
+                condition=~Q(idempotency_key=""),
                 name="run_unique_idempotency_key_per_tenant",
             )
         ]

@@ -74,7 +74,7 @@ class RunRequest:
     mode: str = RunMode.SYNC
     callback_url: str = ""
     max_steps: int | None = None
-    idempotency_key: str | None = None
+    idempotency_key: str = ""
 
 
 def start_run(tenant: Tenant, request: RunRequest) -> tuple[Run, bool]:
@@ -85,7 +85,9 @@ def start_run(tenant: Tenant, request: RunRequest) -> tuple[Run, bool]:
     """
     agent = get_agent(request.agent)
     if request.idempotency_key:
-        existing = Run.objects.filter(tenant=tenant, idempotency_key=request.idempotency_key).first()
+        existing = Run.objects.filter(
+            tenant=tenant, idempotency_key=request.idempotency_key
+        ).first()
         if existing:
             return existing, False
     try:

@@ -37,7 +37,9 @@ class CallScope:
     parent: OpenSpan
 
 
-def visible_tools(agent: AgentSpec, registry: ToolRegistry, tenant: str, user: str) -> list[ToolDefinition]:
+def visible_tools(
+    agent: AgentSpec, registry: ToolRegistry, tenant: str, user: str
+) -> list[ToolDefinition]:
     """The agent's enabled tools that this user may call: the only ones the model is shown."""
     tools = []
     for name in agent.tools:
@@ -147,7 +149,9 @@ def _refuse(
 
 
 def _unknown_tool_error(call: ToolCall, scope: CallScope) -> ToolCallError:
-    callable_now = [t.name for t in visible_tools(scope.agent, scope.registry, scope.tenant, scope.user_id)]
+    callable_now = [
+        t.name for t in visible_tools(scope.agent, scope.registry, scope.tenant, scope.user_id)
+    ]
     return ToolCallError(
         ToolErrorCode.UNKNOWN_TOOL,
         f"There is no tool {call.name!r} you can call. Tools you can call: "

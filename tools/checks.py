@@ -3,11 +3,11 @@
 from django.conf import settings
 from django.core import checks
 
-from tools.registry import tool_files, load_tool_files
+from tools.registry import load_tool_files, tool_files
 
 
 @checks.register("harness")
-def check_tool_files(app_configs, **kwargs) -> list[checks.CheckMessage]:  # noqa: ARG001
+def check_tool_files(app_configs, **kwargs) -> list[checks.CheckMessage]:
     _, faults = load_tool_files(
         tool_files(str(folder) for folder in settings.HARNESS_TOOL_DIRS),
         settings.HARNESS_TOOL_TIMEOUT_S,

@@ -49,7 +49,9 @@ class ToolOutcome:
         return self.error is None
 
 
-def execute_tool(tool: ToolDefinition, arguments: dict[str, Any], context: ToolContext) -> ToolOutcome:
+def execute_tool(
+    tool: ToolDefinition, arguments: dict[str, Any], context: ToolContext
+) -> ToolOutcome:
     """Run the tool's handler within its timeout. Never raises for a handler's failure."""
     started = time.perf_counter()
     future = _executor().submit(_call_handler, tool, arguments, context)

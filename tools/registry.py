@@ -110,7 +110,8 @@ def load_tool_files(
         if tool.name in tools:
             faults.append(
                 ToolFileFault(
-                    str(path), f"duplicate tool name {tool.name!r} (also in {tools[tool.name].path})"
+                    str(path),
+                    f"duplicate tool name {tool.name!r} (also in {tools[tool.name].path})",
                 )
             )
             continue
@@ -185,7 +186,9 @@ def _semantic_faults(where: str, data: dict[str, Any]) -> list[ToolFileFault]:
     try:
         handler = import_string(data["handler"])
     except ImportError as exc:
-        faults.append(ToolFileFault(where, f"handler {data['handler']!r} cannot be imported: {exc}"))
+        faults.append(
+            ToolFileFault(where, f"handler {data['handler']!r} cannot be imported: {exc}")
+        )
     else:
         if not callable(handler):
             faults.append(ToolFileFault(where, f"handler {data['handler']!r} is not callable"))

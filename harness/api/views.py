@@ -39,7 +39,7 @@ class RunListView(APIView):
                 mode=data["mode"],
                 callback_url=data.get("callback_url", ""),
                 max_steps=data.get("max_steps"),
-                idempotency_key=request.headers.get("Idempotency-Key") or None,
+                idempotency_key=request.headers.get("Idempotency-Key", "").strip(),
             ),
         )
         http_status = status.HTTP_200_OK if run.is_terminal else status.HTTP_202_ACCEPTED
