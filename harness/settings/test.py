@@ -12,3 +12,8 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
+
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
+    # A file, not memory: tool handlers and worker processes open their own connections and
+    # must see the same database the test wrote.
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-harness.sqlite3")}  # noqa: F405

@@ -1,0 +1,78 @@
+"""Shared fixtures. The tier (embedded or PostgreSQL/Redis) follows the environment."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.test import Client
+
+from harness.demo import load_demo
+from harness.services import create_api_key
+
+
+def describe_tier() -> str:
+    engine = settings.DATABASES["default"]["ENGINE"]
+    database = "PostgreSQL" if "postgresql" in engine else "SQLite"
+    broker = settings.CELERY_BROKER_URL.split(":", 1)[0]
+    broker_name = "Redis" if broker.startswith("redis") else "filesystem broker"
+    tier = "PostgreSQL/Redis" if database == "PostgreSQL" and broker_name == "Redis" else "embedded"
+    return f"tier: {tier} (database {database}, {broker_name})"
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return describe_tier()
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    terminalreporter.write_line(f"Harness test {describe_tier()}")
+
+
+@dataclass
+class ApiClient:
+    """A tenant's HTTP client: JSON in, JSON out, authenticated with its API key."""
+
+    client: Client
+    key: str
+
+    def post(self, path: str, body: Any, **headers: str) -> Any:
+        data = body if isinstance(body, str) else json.dumps(body)
+        return self.client.post(
+            path,
+            data=data,
+            content_type="application/json",
+            HTTP_AUTHORIZATION=f"Bearer {self.key}",
+            **{f"HTTP_{k.upper().replace('-', '_')}": v for k, v in headers.items()},
+        )
+
+    def get(self, path: str) -> Any:
+        return self.client.get(path, HTTP_AUTHORIZATION=f"Bearer {self.key}")
+
+
+@pytest.fixture
+def demo(transactional_db: None) -> None:
+    """The demo data set, committed (tool handlers run on their own connections)."""
+    load_demo(admin_password="test-admin-password")
+
+
+@pytest.fixture
+def acme(demo: None) -> ApiClient:
+    return ApiClient(Client(), create_api_key("acme", "tests").secret)
+
+
+@pytest.fixture
+def globex(demo: None) -> ApiClient:
+    return ApiClient(Client(), create_api_key("globex", "tests").secret)
+
+
+@pytest.fixture
+def agent_dir(tmp_path: Path, settings: Any) -> Path:
+    """A folder of extra agent files, added to HARNESS_AGENT_DIRS for this test."""
+    folder = tmp_path / "agents"
+    folder.mkdir()
+    settings.HARNESS_AGENT_DIRS = [*settings.HARNESS_AGENT_DIRS, folder]
+    return folder

@@ -1,0 +1,51 @@
+"""Typed factories with unique defaults. Each returns a saved object."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+from typing import Any
+
+from harness.models import Tenant
+from harness.services import IssuedKey, create_api_key
+
+_counter = itertools.count(1)
+
+
+def create_tenant(**overrides: Any) -> Tenant:
+    n = next(_counter)
+    values = {"slug": f"tenant-{n}", "name": f"Tenant {n}"} | overrides
+    return Tenant.objects.create(**values)
+
+
+def create_key(tenant: Tenant, name: str = "") -> IssuedKey:
+    return create_api_key(tenant.slug, name or f"key-{next(_counter)}")
+
+
+def write_script(folder: Path, responses: list[dict[str, Any]], name: str = "") -> Path:
+    """A scripted-model file playing ``responses`` in order."""
+    path = folder / f"{name or f'script-{next(_counter)}'}.json"
+    path.write_text(json.dumps(responses, ensure_ascii=False), encoding="utf-8")
+    return path
+
+
+def write_agent(folder: Path, **overrides: Any) -> dict[str, Any]:
+    """An agent file in ``folder`` (which tests add to ``HARNESS_AGENT_DIRS``)."""
+    n = next(_counter)
+    agent = {
+        "name": f"test-agent-{n}",
+        "description": "An agent written by a test.",
+        "system_prompt": "You are a test agent.",
+        "tools": [
+            "get_ticket",
+            "search_tickets",
+            "update_ticket",
+            "notify_user",
+            "get_customer",
+            "send_external_email",
+        ],
+        "max_steps": 6,
+    } | overrides
+    (folder / f"{agent['name']}.json").write_text(json.dumps(agent), encoding="utf-8")
+    return agent
