@@ -76,3 +76,15 @@ def agent_dir(tmp_path: Path, settings: Any) -> Path:
     folder.mkdir()
     settings.HARNESS_AGENT_DIRS = [*settings.HARNESS_AGENT_DIRS, folder]
     return folder
+
+
+@pytest.fixture
+def celery_worker(transactional_db: None, tmp_path: Path):
+    """A real worker process consuming the tests' queue; stopped after the test."""
+    from harness.celery import app
+    from tests.worker import WorkerProcess
+
+    app.control.purge()
+    worker = WorkerProcess(tmp_path / "worker.log").start()
+    yield worker
+    worker.stop()

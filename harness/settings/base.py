@@ -118,16 +118,22 @@ if REDIS_URL:
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
-CELERY_BROKER_DIR = VAR_DIR / "celery-broker"
+
+def filesystem_broker_options(folder: Path) -> dict[str, object]:
+    """kombu's filesystem transport: a real broker between real processes, with no server."""
+    (folder / "processed").mkdir(parents=True, exist_ok=True)
+    return {
+        "data_folder_in": str(folder),
+        "data_folder_out": str(folder),
+        "processed_folder": str(folder / "processed"),
+        "store_processed": False,
+        "control_folder": str(folder / "control"),
+    }
+
+
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL") or REDIS_URL or "filesystem://"
 if CELERY_BROKER_URL == "filesystem://":
-    # kombu's filesystem transport: a real broker between real processes, with no server.
-    CELERY_BROKER_TRANSPORT_OPTIONS = {
-        "data_folder_in": str(CELERY_BROKER_DIR),
-        "data_folder_out": str(CELERY_BROKER_DIR),
-        "processed_folder": str(CELERY_BROKER_DIR / "processed"),
-        "store_processed": False,
-    }
+    CELERY_BROKER_TRANSPORT_OPTIONS = filesystem_broker_options(VAR_DIR / "celery-broker")
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True

@@ -1,0 +1,83 @@
+"""A real Celery worker process for integration tests, on the test database and broker."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from django.conf import settings
+from django.db import connection
+
+READY_TIMEOUT_S = 60
+
+
+def database_url() -> str:
+    """A DATABASE_URL for the database the tests are using (the test database)."""
+    db = connection.settings_dict
+    if db["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{Path(db['NAME']).resolve()}"
+    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
+    return (
+        f"postgres://{db['USER']}{password}@{db.get('HOST') or '127.0.0.1'}:"
+        f"{db.get('PORT') or 5432}/{db['NAME']}"
+    )
+
+
+class WorkerProcess:
+    def __init__(self, log_path: Path, pool: str = "solo") -> None:
+        self.log_path = log_path
+        self.pool = pool
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> WorkerProcess:
+        env = os.environ | {
+            "DJANGO_SETTINGS_MODULE": "harness.settings.test",
+            "DATABASE_URL": database_url(),
+        }
+        command = [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "harness",
+            "worker",
+            "-Q",
+            settings.CELERY_TASK_DEFAULT_QUEUE,
+            "--pool",
+            self.pool,
+            "--concurrency",
+            "1",
+            "--without-gossip",
+            "--without-mingle",
+            "--loglevel",
+            "INFO",
+        ]
+        log = self.log_path.open("wb")
+        self.process = subprocess.Popen(
+            command, cwd=settings.BASE_DIR, env=env, stdout=log, stderr=subprocess.STDOUT
+        )
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if b" ready." in self.log_path.read_bytes():
+                return self
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"worker did not start:\n{self.log_path.read_text(errors='replace')}")
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
