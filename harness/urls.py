@@ -2,18 +2,18 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from harness.health import healthz
+
+# The schema and its docs are public: they describe the API, they do not call it.
+PUBLIC = {"authentication_classes": [], "permission_classes": []}
+
 urlpatterns = [
+    path("healthz", healthz, name="healthz"),
     path("admin/", admin.site.urls),
-    path(
-        "api/v1/schema",
-        SpectacularAPIView.as_view(authentication_classes=[], permission_classes=[]),
-        name="api-schema",
-    ),
+    path("api/v1/schema", SpectacularAPIView.as_view(**PUBLIC), name="api-schema"),
     path(
         "api/v1/docs",
-        SpectacularSwaggerView.as_view(
-            url_name="api-schema", authentication_classes=[], permission_classes=[]
-        ),
+        SpectacularSwaggerView.as_view(url_name="api-schema", **PUBLIC),
         name="api-docs",
     ),
     path("api/v1/", include("harness.api.urls")),

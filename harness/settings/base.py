@@ -181,10 +181,8 @@ HARNESS_MODEL = env_str("HARNESS_MODEL", "scripted:demo")
 HARNESS_AGENT_DIRS = [BASE_DIR / "harness" / "agents", *env_paths("HARNESS_AGENT_DIRS")]
 HARNESS_TOOL_DIRS = [BASE_DIR / "tools" / "definitions", *env_paths("HARNESS_TOOL_DIRS")]
 HARNESS_SCRIPT_DIRS = [BASE_DIR / "gateway" / "scripts"]
-HARNESS_SYNC_DEADLINE_S = env_float("HARNESS_SYNC_DEADLINE_S", 30.0, minimum=0.1)
 HARNESS_DEFAULT_MAX_STEPS = env_int("HARNESS_DEFAULT_MAX_STEPS", 10, minimum=1)
 HARNESS_TOOL_TIMEOUT_S = env_float("HARNESS_TOOL_TIMEOUT_S", 30.0, minimum=0.1)
-HARNESS_BASE_URL = env_str("HARNESS_BASE_URL", "http://127.0.0.1:8000")
 
 CASBIN_MODEL = str(BASE_DIR / "policy" / "rbac_with_domains.conf")
 

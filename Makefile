@@ -1,0 +1,35 @@
+# Two commands do everything on a fresh machine: `make run` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+
+.PHONY: install run test lint bench clean
+
+$(VENV)/.installed: requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements.txt
+	touch $@
+
+install: $(VENV)/.installed
+
+## Set up and serve the demo on embedded defaults (SQLite, filesystem broker, scripted model).
+run: install
+	$(PY) manage.py migrate --no-input -v0
+	$(PY) manage.py collectstatic --no-input -v0
+	$(PY) manage.py load_demo
+	scripts/run-demo.sh
+
+## Set up and run the whole test suite; the summary says which tier ran.
+test: install
+	$(PY) -m pytest
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(PY) manage.py makemigrations --check --dry-run
+
+bench: install
+	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) var
