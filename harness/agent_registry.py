@@ -32,6 +32,7 @@ class AgentSpec:
     max_steps: int = 10
     max_tokens_per_run: int | None = None
     deadline_s: float | None = None
+    context_tokens: int | None = None
     path: str = ""
 
 
@@ -91,5 +92,6 @@ def _read_agent_file(path: Path, default_max_steps: int) -> AgentSpec:
         max_steps=data.get("max_steps", default_max_steps),
         max_tokens_per_run=data.get("max_tokens_per_run"),
         deadline_s=data.get("deadline_s"),
+        context_tokens=data.get("context_tokens"),
         path=str(path),
     )

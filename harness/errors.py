@@ -14,6 +14,10 @@ class ErrorCode(StrEnum):
     UNKNOWN_AGENT = "unknown_agent"
     RUN_NOT_FOUND = "run_not_found"
     UNKNOWN_TENANT = "unknown_tenant"
+    SESSION_NOT_FOUND = "session_not_found"
+    SESSION_MISMATCH = "session_mismatch"
+    SESSION_BUSY = "session_busy"
+    RUN_FINISHED = "run_finished"
     METHOD_NOT_ALLOWED = "method_not_allowed"
     UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
     THROTTLED = "throttled"
@@ -57,6 +61,37 @@ class UnknownTenant(HarnessError):
 
     def __init__(self, slug: str) -> None:
         super().__init__(f"No tenant {slug!r}.", {"tenant": slug})
+
+
+class SessionNotFound(HarnessError):
+    code = ErrorCode.SESSION_NOT_FOUND
+    http_status = 404
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"No session {session_id} for this tenant.", {"session_id": session_id})
+
+
+class SessionMismatch(HarnessError):
+    code = ErrorCode.SESSION_MISMATCH
+    http_status = 409
+
+    def __init__(self, session: Any, agent: str, user: str) -> None:
+        super().__init__(
+            f"Session {session.id} belongs to agent {session.agent!r} and user "
+            f"{session.user_id!r}, not {agent!r} and {user!r}.",
+            {"session_id": str(session.id), "agent": session.agent, "user": session.user_id},
+        )
+
+
+class SessionBusy(HarnessError):
+    code = ErrorCode.SESSION_BUSY
+    http_status = 409
+
+    def __init__(self, session: Any) -> None:
+        super().__init__(
+            f"Session {session.id} has a run that has not finished; wait for it or cancel it.",
+            {"session_id": str(session.id)},
+        )
 
 
 class InvalidAgentFile(Exception):

@@ -1,67 +1,110 @@
 """The agent loop engine: one run, step by step, until a final answer or a stop.
 
-It is driven inline for sync runs and by a Celery task for async ones. Each step is
-checkpointed (messages, step count, usage) before the next begins, and the run's status is
-persisted before it is acted on, so another worker can pick the run up.
+It is driven inline for sync runs and by Celery tasks for async ones. The driver holds a lease
+on the run and renews it at every checkpoint; the model's response is checkpointed before any
+of its tool calls run, and each tool result as it arrives, so a driver that dies is replaced by
+another that resumes exactly where the checkpoint says: calls already answered are not run
+again, calls not yet answered run with the same idempotency key.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+import threading
+from dataclasses import dataclass, field
+from datetime import timedelta
 
+from django.conf import settings
+from django.db.models import Q
 from django.utils import timezone
 
 from gateway.errors import GatewayError
-from gateway.messages import Message, ModelResponse
+from gateway.messages import Message, ModelResponse, ToolCall
 from gateway.services import complete
+from harness import webhooks
 from harness.agent_registry import AgentSpec, get_agent
+from harness.context import build_context, transcript_for_summary
 from harness.errors import HarnessError
-from harness.models import Run, RunStatus
+from harness.events import EventType, emit
+from harness.honesty import find_unreported_failures, honest_answer
+from harness.models import Run, RunStatus, Session
 from harness.tool_calls import CallScope, handle_tool_call, visible_tools
 from tools.errors import ToolFilesInvalid
 from tools.services import get_tool_registry
 from traces.services import AuditKind, OpenSpan, SpanKind, SpanStatus, TraceRecorder
 
+REPEATED_CALL_LIMIT = 3
+
+
+class StopReason:
+    FINAL_ANSWER = "final_answer"
+    MAX_STEPS = "max_steps"
+    REPEATED_CALL = "repeated_call"
+    DEADLINE = "deadline"
+    CANCELLED = "cancelled"
+    MODEL_ERROR = "model_error"
+    CONFIGURATION = "configuration"
+
 
 @dataclass
 class StepOutcome:
-    """What one model step ended with: ``None`` status means "go on"."""
+    """What a step ended with: ``status`` None means "go on"."""
 
     status: RunStatus | None = None
     answer: str = ""
     detail: str = ""
+    reason: str = ""
 
 
-def claim_run(run_id: str) -> bool:
-    """Move a queued run to running; True for exactly one caller (safe under redelivery)."""
-    claimed = Run.objects.filter(id=run_id, status=RunStatus.QUEUED).update(
-        status=RunStatus.RUNNING, started_at=timezone.now()
+@dataclass
+class Driver:
+    """Who drives a run now, and whether they were asked to hand it to a worker."""
+
+    owner: str
+    handoff: threading.Event = field(default_factory=threading.Event)
+
+
+def claim_run(run_id: str, owner: str) -> bool:
+    """Take a queued run, or a running one whose driver's lease ran out. True for one caller."""
+    now = timezone.now()
+    claimable = Q(status=RunStatus.QUEUED) | Q(status=RunStatus.RUNNING, lease_expires_at__lt=now)
+    claimed = Run.objects.filter(claimable, id=run_id).update(
+        status=RunStatus.RUNNING,
+        lease_owner=owner,
+        lease_expires_at=now + timedelta(seconds=settings.HARNESS_RUN_LEASE_S),
     )
+    if claimed:
+        Run.objects.filter(id=run_id, started_at__isnull=True).update(started_at=now)
     return claimed == 1
 
 
-def drive_run(run_id: str) -> Run:
-    """Run the loop of a run already claimed (status running) to its end.
+def drive_run(run_id: str, driver: Driver) -> Run:
+    """Drive a run this driver has claimed until it ends, pauses or is handed off.
 
-    Side effects: model calls, tool executions, the run row (status, messages, usage) and its
-    trace. Never raises for a failure of the model, a tool or a policy: those end the run with
-    a status and a message.
+    Side effects: model calls, tool executions, the run row (status, messages, usage), its
+    events, trace and callbacks. Never raises for a failure of the model, a tool or a policy:
+    those end the run with a status and a message.
     """
-    run = Run.objects.select_related("tenant").get(id=run_id)
+    run = Run.objects.select_related("tenant", "session").get(id=run_id)
     tracer = TraceRecorder(run.request_id, run.tenant.slug)
-    session = tracer.start(
+    resumed = bool(run.messages)
+    session_span = tracer.start(
         SpanKind.AGENT_SESSION,
         run.agent,
         agent=run.agent,
         user_id=run.user_id,
         tenant=run.tenant.slug,
         run_id=str(run.id),
+        resumed=resumed,
+        driver=driver.owner,
     )
+    emit(run.id, EventType.RUN_STARTED, {"resumed": resumed})
     try:
         agent = get_agent(run.agent)
         registry = get_tool_registry()
     except (HarnessError, ToolFilesInvalid) as exc:
-        return _finish(run, tracer, session, StepOutcome(RunStatus.FAILED, detail=str(exc)))
+        outcome = StepOutcome(RunStatus.FAILED, detail=str(exc), reason=StopReason.CONFIGURATION)
+        return finish_run(run, tracer, session_span, outcome, [])
     scope = CallScope(
         tenant=run.tenant.slug,
         user_id=run.user_id,
@@ -69,44 +112,115 @@ def drive_run(run_id: str) -> Run:
         agent=agent,
         registry=registry,
         tracer=tracer,
-        parent=session,
+        parent=session_span,
     )
-    messages = [Message.from_dict(m) for m in run.messages] or _opening(agent, run)
+    messages = [Message.from_dict(m) for m in run.messages] or _opening(run)
+    run_start = _first_index_of_this_run(run, messages)
     while True:
-        if run.steps >= run.max_steps:
-            outcome = StepOutcome(
-                RunStatus.STEP_LIMIT,
-                detail=f"The run stopped after {run.max_steps} steps without a final answer.",
-            )
+        outcome = _guard(run, driver)
+        if outcome is None:
+            pass
+        elif outcome.reason == "handoff":
+            return _hand_off(run, tracer, session_span, driver)
+        elif outcome.reason == "lease_lost":
+            tracer.end(session_span)
+            return Run.objects.get(id=run.id)
+        else:
             break
-        outcome = _step(run, agent, scope, messages)
-        _checkpoint(run, messages)
+        pending = _unanswered_calls(messages)
+        if pending:
+            _run_tool_calls(run, scope, messages, pending, driver)
+            continue
+        outcome = _model_step(run, agent, scope, messages)
+        if not _checkpoint(run, messages, driver):
+            tracer.end(session_span)
+            return Run.objects.get(id=run.id)
         if outcome.status is not None:
             break
-    return _finish(run, tracer, session, outcome)
+    if outcome.status == RunStatus.SUCCEEDED:
+        outcome = _honesty_guard(outcome, messages[run_start:], tracer, session_span)
+    return finish_run(run, tracer, session_span, outcome, messages)
 
 
-def _opening(agent: AgentSpec, run: Run) -> list[Message]:
-    return [
-        Message(role="system", content=agent.system_prompt),
-        Message(role="user", content=run.input),
-    ]
+def _opening(run: Run) -> list[Message]:
+    history = [Message.from_dict(m) for m in (run.session.messages if run.session else [])]
+    return [*history, Message(role="user", content=run.input)]
 
 
-def _step(run: Run, agent: AgentSpec, scope: CallScope, messages: list[Message]) -> StepOutcome:
+def _first_index_of_this_run(run: Run, messages: list[Message]) -> int:
+    """Where this run's own messages begin (after the session's earlier turns)."""
+    earlier = len(run.session.messages) if run.session else 0
+    return min(earlier, len(messages))
+
+
+def _guard(run: Run, driver: Driver) -> StepOutcome | None:
+    """Stops checked between steps: cancellation, deadline, hand-off, lost lease, max steps."""
+    fresh = Run.objects.filter(id=run.id).values("cancel_requested_at", "lease_owner").get()
+    if fresh["lease_owner"] != driver.owner:
+        return StepOutcome(reason="lease_lost")
+    if fresh["cancel_requested_at"] is not None:
+        return StepOutcome(
+            RunStatus.CANCELLED, detail="The run was cancelled.", reason=StopReason.CANCELLED
+        )
+    if run.deadline_at and timezone.now() >= run.deadline_at:
+        return StepOutcome(
+            RunStatus.DEADLINE_EXCEEDED,
+            detail="The run reached its deadline before finishing.",
+            reason=StopReason.DEADLINE,
+        )
+    if driver.handoff.is_set():
+        return StepOutcome(reason="handoff")
+    return None
+
+
+def _unanswered_calls(messages: list[Message]) -> list[ToolCall]:
+    """Tool calls of the last assistant message that have no result yet (a resumed step)."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if message.role == "assistant":
+            answered = {m.tool_call_id for m in messages[index + 1 :] if m.role == "tool"}
+            return [c for c in message.tool_calls if c.id not in answered]
+        if message.role == "user":
+            return []
+    return []
+
+
+def _model_step(
+    run: Run, agent: AgentSpec, scope: CallScope, messages: list[Message]
+) -> StepOutcome:
+    if run.steps >= run.max_steps:
+        return StepOutcome(
+            RunStatus.STEP_LIMIT,
+            detail=f"The run stopped after {run.max_steps} steps without a final answer.",
+            reason=StopReason.MAX_STEPS,
+        )
     run.steps += 1
+    emit(run.id, EventType.STEP_STARTED, {"step": run.steps})
     tools = visible_tools(agent, scope.registry, scope.tenant, scope.user_id)
     specs = [tool.spec() for tool in tools]
     tracer = scope.tracer
     with tracer.span(
         SpanKind.MODEL_CALL, f"step {run.steps}", scope.parent, step=run.steps
     ) as span:
+        context, stats = _context_for(run, agent, messages, specs)
+        span.set(
+            context_tokens=stats.context_tokens,
+            context_full_tokens=stats.full_tokens,
+            context_saved_tokens=stats.saved_tokens,
+            context_method=stats.method,
+        )
+        if stats.method != "none":
+            emit(
+                run.id,
+                EventType.CONTEXT_TRIMMED,
+                {"method": stats.method, "saved_tokens": stats.saved_tokens},
+            )
         tracer.audit(
             span,
             AuditKind.MODEL_REQUEST,
             {
-                "route": run.model_route or None,
-                "messages": [m.to_dict() for m in messages],
+                "route": agent.model or settings.HARNESS_MODEL,
+                "messages": [m.to_dict() for m in context],
                 "tools": [
                     {"name": s.name, "description": s.description, "parameters": s.parameters}
                     for s in specs
@@ -114,22 +228,131 @@ def _step(run: Run, agent: AgentSpec, scope: CallScope, messages: list[Message])
             },
         )
         try:
-            response = complete(agent.model or None, messages, specs)
+            response = complete(agent.model or None, context, specs)
         except GatewayError as exc:
             span.fail(error_code=str(exc.code), error=exc.message)
             return StepOutcome(
-                RunStatus.FAILED, detail=f"The model could not be reached: {exc.message}"
+                RunStatus.FAILED,
+                detail=f"The model could not be reached: {exc.message}",
+                reason=StopReason.MODEL_ERROR,
             )
         _record_response(run, span, response)
         tracer.audit(span, AuditKind.MODEL_RESPONSE, response.to_dict())
     messages.append(response.to_message())
     if not response.tool_calls:
-        return StepOutcome(RunStatus.SUCCEEDED, answer=response.text)
-    # Results are appended in the model's order, whatever order they finish in.
-    for call in sorted(response.tool_calls, key=lambda c: c.index):
-        result_message, _ = handle_tool_call(call, scope)
-        messages.append(result_message)
+        return StepOutcome(
+            RunStatus.SUCCEEDED, answer=response.text, reason=StopReason.FINAL_ANSWER
+        )
+    for call in response.tool_calls:
+        emit(
+            run.id,
+            EventType.TOOL_CALL_PROPOSED,
+            {"call_id": call.id, "tool": call.name, "arguments": call.arguments},
+        )
+    if _repeats(messages):
+        call = response.tool_calls[0]
+        for pending in response.tool_calls:
+            messages.append(
+                _not_executed(pending, "the same call was proposed three times in a row")
+            )
+        return StepOutcome(
+            RunStatus.FAILED,
+            detail=(
+                f"The run stopped: the model proposed {call.name} with the same arguments "
+                f"{REPEATED_CALL_LIMIT} times in a row."
+            ),
+            reason=StopReason.REPEATED_CALL,
+        )
     return StepOutcome()
+
+
+def _context_for(run, agent, messages, specs):
+    session = run.session
+    cached = (session.summary, session.summary_covers) if session else ("", 0)
+
+    def summarize(older: list[Message]) -> str | None:
+        return _summarize(agent, older)
+
+    context, stats = build_context(
+        agent.system_prompt,
+        messages,
+        specs,
+        agent.context_tokens or settings.HARNESS_CONTEXT_TOKENS,
+        summarize,
+        cached,
+    )
+    if session and stats.method == "summary" and stats.summary != session.summary:
+        covers = len(messages) - (len(context) - 1)
+        Session.objects.filter(id=session.id).update(summary=stats.summary, summary_covers=covers)
+        session.summary, session.summary_covers = stats.summary, covers
+    return context, stats
+
+
+def _summarize(agent: AgentSpec, older: list[Message]) -> str | None:
+    """Ask the agent's summary route for a summary; None when it gives no usable text."""
+    prompt = [
+        Message(
+            role="system",
+            content=(
+                "Summarise this conversation between a user and an assistant that uses tools. "
+                "Keep every fact the assistant may need later: ids, decisions, results, errors."
+            ),
+        ),
+        Message(role="user", content=transcript_for_summary(older)),
+    ]
+    try:
+        response = complete(agent.summary_model or agent.model or None, prompt, [])
+    except GatewayError:
+        return None
+    if response.tool_calls or not response.text.strip():
+        return None
+    return response.text
+
+
+def _repeats(messages: list[Message]) -> bool:
+    """The last REPEATED_CALL_LIMIT assistant turns proposed the very same calls."""
+    signatures = []
+    for message in reversed(messages):
+        if message.role == "assistant":
+            if not message.tool_calls:
+                break
+            signatures.append(
+                tuple((c.name, json.dumps(c.arguments, sort_keys=True)) for c in message.tool_calls)
+            )
+            if len(signatures) == REPEATED_CALL_LIMIT:
+                break
+    return len(signatures) == REPEATED_CALL_LIMIT and len(set(signatures)) == 1
+
+
+def _not_executed(call: ToolCall, why: str) -> Message:
+    body = {
+        "ok": False,
+        "error": {"code": "not_executed", "message": f"Not executed: {why}.", "details": {}},
+    }
+    return Message(
+        role="tool", content=json.dumps(body), tool_call_id=call.id, name=call.name, is_error=True
+    )
+
+
+def _run_tool_calls(
+    run: Run, scope: CallScope, messages: list[Message], calls: list[ToolCall], driver: Driver
+) -> None:
+    # Results are appended in the model's order, whatever order they finish in.
+    for call in sorted(calls, key=lambda c: c.index):
+        result, ok = handle_tool_call(call, scope)
+        messages.append(result)
+        emit(
+            run.id,
+            EventType.TOOL_CALL_FINISHED,
+            {
+                "call_id": call.id,
+                "tool": call.name,
+                "ok": ok,
+                "error": None if ok else json.loads(result.content).get("error"),
+            },
+        )
+        if not _checkpoint(run, messages, driver):
+            return
 
 
 def _record_response(run: Run, span: OpenSpan, response: ModelResponse) -> None:
@@ -147,38 +370,97 @@ def _record_response(run: Run, span: OpenSpan, response: ModelResponse) -> None:
     )
 
 
-def _checkpoint(run: Run, messages: list[Message]) -> None:
+def _checkpoint(run: Run, messages: list[Message], driver: Driver) -> bool:
+    """Persist the conversation and renew the lease; False if another driver took the run."""
     run.messages = [m.to_dict() for m in messages]
-    Run.objects.filter(id=run.id).update(
-        messages=run.messages,
-        steps=run.steps,
-        model_route=run.model_route,
-        prompt_tokens=run.prompt_tokens,
-        completion_tokens=run.completion_tokens,
-        updated_at=timezone.now(),
+    now = timezone.now()
+    return (
+        Run.objects.filter(id=run.id, lease_owner=driver.owner, status=RunStatus.RUNNING).update(
+            messages=run.messages,
+            steps=run.steps,
+            model_route=run.model_route,
+            prompt_tokens=run.prompt_tokens,
+            completion_tokens=run.completion_tokens,
+            lease_expires_at=now + timedelta(seconds=settings.HARNESS_RUN_LEASE_S),
+            updated_at=now,
+        )
+        == 1
     )
 
 
-def _finish(run: Run, tracer: TraceRecorder, session: OpenSpan, outcome: StepOutcome) -> Run:
+def _hand_off(run: Run, tracer: TraceRecorder, session: OpenSpan, driver: Driver) -> Run:
+    """Give the run back to the queue for a worker (the sync deadline passed)."""
+    released = Run.objects.filter(
+        id=run.id, lease_owner=driver.owner, status=RunStatus.RUNNING
+    ).update(status=RunStatus.QUEUED, lease_owner="", lease_expires_at=None)
+    session.set(handed_off=True)
+    tracer.end(session)
+    if released:
+        from harness.dispatch import enqueue_run
+
+        enqueue_run(run.id)
+    return Run.objects.get(id=run.id)
+
+
+def _honesty_guard(
+    outcome: StepOutcome, messages: list[Message], tracer: TraceRecorder, parent: OpenSpan
+) -> StepOutcome:
+    failures = find_unreported_failures(outcome.answer, messages)
+    if not failures:
+        return outcome
+    replaced = honest_answer(outcome.answer, failures)
+    with tracer.span(SpanKind.POLICY_CHECK, "honesty guard", parent, check="honesty") as span:
+        span.fail(
+            SpanStatus.REFUSED,
+            original_answer=outcome.answer,
+            replaced_answer=replaced,
+            failures=[f.__dict__ for f in failures],
+        )
+    outcome.answer = replaced
+    return outcome
+
+
+def finish_run(
+    run: Run,
+    tracer: TraceRecorder,
+    session_span: OpenSpan,
+    outcome: StepOutcome,
+    messages: list[Message],
+) -> Run:
+    """Persist the terminal status first, then tell the world (span, event, callback)."""
     status = outcome.status or RunStatus.FAILED
     answer = outcome.answer or outcome.detail
-    with tracer.span(SpanKind.ACTION_RESPONSE, status, session, status=status) as span:
-        span.set(answer=answer, detail=outcome.detail)
+    now = timezone.now()
     Run.objects.filter(id=run.id).update(
         status=status,
         answer=answer,
         status_detail=outcome.detail,
-        finished_at=timezone.now(),
-        updated_at=timezone.now(),
+        stop_reason=outcome.reason,
+        finished_at=now,
+        updated_at=now,
+        lease_owner="",
+        lease_expires_at=None,
     )
-    session.set(
+    if run.session_id and messages:
+        Session.objects.filter(id=run.session_id).update(
+            messages=[m.to_dict() for m in messages], updated_at=now
+        )
+    with tracer.span(SpanKind.ACTION_RESPONSE, status, session_span, status=status) as span:
+        span.set(answer=answer, detail=outcome.detail, stop_reason=outcome.reason)
+    session_span.set(
         status=status,
         steps=run.steps,
         prompt_tokens=run.prompt_tokens,
         completion_tokens=run.completion_tokens,
     )
     if status != RunStatus.SUCCEEDED:
-        session.fail(SpanStatus.ERROR)
-    tracer.end(session)
+        session_span.fail(SpanStatus.ERROR)
+    tracer.end(session_span)
     run.refresh_from_db()
+    emit(
+        run.id,
+        EventType.RUN_FINISHED,
+        {"status": status, "answer": answer, "stop_reason": outcome.reason},
+    )
+    webhooks.queue_run_event(run, f"run.{status}")
     return run

@@ -1,7 +1,14 @@
+import base64
+import secrets
 import uuid
 
 from django.db import models
 from django.db.models import Q
+
+
+def new_webhook_secret() -> str:
+    """A Standard Webhooks signing secret: ``whsec_`` + base64 of 32 random bytes."""
+    return "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
 
 
 class Tenant(models.Model):
@@ -9,6 +16,8 @@ class Tenant(models.Model):
 
     slug = models.SlugField(max_length=64, unique=True)
     name = models.CharField(max_length=200)
+    # Signs the tenant's webhooks (Standard Webhooks); receivers verify with it.
+    webhook_secret = models.CharField(max_length=100, default=new_webhook_secret)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -65,18 +74,44 @@ class RunMode(models.TextChoices):
     ASYNC = "async"
 
 
+class Session(models.Model):
+    """A conversation with one agent for one end user; each run adds a turn to it."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="sessions")
+    agent = models.CharField(max_length=100)
+    user_id = models.CharField(max_length=200)
+    # The conversation so far (system prompt excluded), in the gateway's message format.
+    messages = models.JSONField(default=list)
+    # A summary of the first ``summary_covers`` messages, made when the context grew too long.
+    summary = models.TextField(blank=True)
+    summary_covers = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated_at"]
+
+    def __str__(self) -> str:
+        return f"session {self.id} ({self.agent}, {self.user_id})"
+
+
 class Run(models.Model):
     """One agent run: its request, its conversation checkpoint and its outcome."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     request_id = models.CharField(max_length=32, unique=True)
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="runs")
+    session = models.ForeignKey(
+        Session, on_delete=models.PROTECT, related_name="runs", null=True, blank=True
+    )
     agent = models.CharField(max_length=100)
     user_id = models.CharField(max_length=200)
     input = models.TextField()
     mode = models.CharField(max_length=8, choices=RunMode.choices, default=RunMode.SYNC)
     status = models.CharField(max_length=20, choices=RunStatus.choices, default=RunStatus.QUEUED)
     status_detail = models.TextField(blank=True)
+    stop_reason = models.CharField(max_length=40, blank=True)
     answer = models.TextField(blank=True)
     model_route = models.CharField(max_length=200, blank=True)
     max_steps = models.PositiveIntegerField()
@@ -92,6 +127,12 @@ class Run(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    deadline_at = models.DateTimeField(null=True, blank=True)
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    # Whoever drives the run holds a lease and renews it every step; a run whose lease ran out
+    # (its worker died) is taken over by another worker.
+    lease_owner = models.CharField(max_length=100, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -114,3 +155,70 @@ class Run(models.Model):
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
+
+
+class RunEvent(models.Model):
+    """One event of a run's live stream (SSE); ``sequence`` is the SSE event id."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    sequence = models.PositiveIntegerField()
+    type = models.CharField(max_length=40)
+    data = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run", "sequence"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "sequence"], name="run_event_unique_sequence")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.sequence} {self.type}"
+
+
+class DeliveryStatus(models.TextChoices):
+    PENDING = "pending"
+    SENDING = "sending"
+    DELIVERED = "delivered"
+    FAILED = "failed"
+
+
+class WebhookDelivery(models.Model):
+    """One event to deliver to a run's callback URL, retried with backoff until delivered."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="deliveries")
+    event_type = models.CharField(max_length=60)
+    url = models.URLField(max_length=2000)
+    payload = models.JSONField()
+    status = models.CharField(
+        max_length=12, choices=DeliveryStatus.choices, default=DeliveryStatus.PENDING
+    )
+    attempts = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name_plural = "webhook deliveries"
+
+    def __str__(self) -> str:
+        return f"{self.event_type} to {self.url} ({self.status})"
+
+
+class WebhookAttempt(models.Model):
+    delivery = models.ForeignKey(
+        WebhookDelivery, on_delete=models.CASCADE, related_name="attempt_log"
+    )
+    number = models.PositiveIntegerField()
+    attempted_at = models.DateTimeField(auto_now_add=True)
+    status_code = models.PositiveIntegerField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    duration_ms = models.FloatField(default=0)
+
+    class Meta:
+        ordering = ["delivery", "number"]
+
+    def __str__(self) -> str:
+        return f"attempt {self.number}: {self.status_code or self.error[:40]}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 
 from harness.errors import RunNotFound
 from harness.models import Run, Tenant
@@ -18,3 +19,32 @@ def access_run_by_id(tenant: Tenant, run_id: str) -> Run:
     if run is None:
         raise RunNotFound(str(run_id))
     return run
+
+
+def list_runs(
+    tenant: Tenant,
+    limit: int = 50,
+    cursor: datetime | None = None,
+    status: str | None = None,
+    agent: str | None = None,
+    user: str | None = None,
+    session_id: uuid.UUID | None = None,
+    created_after: datetime | None = None,
+    created_before: datetime | None = None,
+) -> tuple[list[Run], str | None]:
+    """A page of the tenant's runs, newest first, and the cursor of the next page."""
+    runs = Run.objects.filter(tenant=tenant)
+    filters = {
+        "status": status,
+        "agent": agent,
+        "user_id": user,
+        "session_id": session_id,
+        "created_at__gte": created_after,
+        "created_at__lt": created_before,
+    }
+    runs = runs.filter(**{k: v for k, v in filters.items() if v is not None})
+    if cursor is not None:
+        runs = runs.filter(created_at__lt=cursor)
+    page = list(runs.order_by("-created_at")[: limit + 1])
+    next_cursor = page[limit - 1].created_at.isoformat() if len(page) > limit else None
+    return page[:limit], next_cursor

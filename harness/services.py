@@ -5,16 +5,22 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import threading
 import uuid
 from dataclasses import dataclass
+from datetime import timedelta
 
-from django.db import IntegrityError, transaction
+from django.conf import settings
+from django.db import IntegrityError, connections, transaction
 from django.utils import timezone
 
+from harness import webhooks
 from harness.agent_registry import get_agent
-from harness.errors import UnknownTenant
-from harness.loop import claim_run, drive_run
-from harness.models import ApiKey, Run, RunMode, Tenant
+from harness.dispatch import enqueue_run
+from harness.errors import SessionBusy, SessionMismatch, SessionNotFound, UnknownTenant
+from harness.events import EventType, emit
+from harness.loop import Driver, claim_run, drive_run
+from harness.models import TERMINAL_STATUSES, ApiKey, Run, RunMode, RunStatus, Session, Tenant
 
 API_KEY_PREFIX = "hk_"
 
@@ -74,14 +80,17 @@ class RunRequest:
     mode: str = RunMode.SYNC
     callback_url: str = ""
     max_steps: int | None = None
+    deadline_s: float | None = None
     idempotency_key: str = ""
+    session_id: str = ""
 
 
 def start_run(tenant: Tenant, request: RunRequest) -> tuple[Run, bool]:
-    """Create a run and, for sync mode, drive it to its end inline; async runs are queued.
+    """Create a run; drive a sync run inline up to the sync deadline, queue an async one.
 
     Returns ``(run, created)``: a repeated ``Idempotency-Key`` returns the first run and
-    ``created=False``, never a second run.
+    ``created=False``, never a second run. A sync run still going at the deadline is handed to
+    a worker and returned as it stands (the API answers 202).
     """
     agent = get_agent(request.agent)
     if request.idempotency_key:
@@ -90,37 +99,118 @@ def start_run(tenant: Tenant, request: RunRequest) -> tuple[Run, bool]:
         ).first()
         if existing:
             return existing, False
+    if request.callback_url:
+        webhooks.check_callback_url(request.callback_url)
+    session = _session_for(tenant, agent.name, request)
+    deadline_s = request.deadline_s or agent.deadline_s or settings.HARNESS_DEFAULT_DEADLINE_S
     try:
         with transaction.atomic():
             run = Run.objects.create(
                 request_id=uuid.uuid4().hex,
                 tenant=tenant,
+                session=session,
                 agent=agent.name,
                 user_id=request.user_id,
                 input=request.input,
                 mode=request.mode,
                 max_steps=min(request.max_steps or agent.max_steps, agent.max_steps),
+                deadline_at=timezone.now() + timedelta(seconds=deadline_s),
                 callback_url=request.callback_url,
                 idempotency_key=request.idempotency_key,
             )
+            emit(run.id, EventType.RUN_QUEUED, {"mode": run.mode})
             if request.mode == RunMode.ASYNC:
-                transaction.on_commit(lambda: _enqueue(run.id))
+                enqueue_run(run.id)
     except IntegrityError:
         # A concurrent request with the same Idempotency-Key won the insert.
         return Run.objects.get(tenant=tenant, idempotency_key=request.idempotency_key), False
     if request.mode == RunMode.SYNC:
-        run = execute_run(run.id)
+        run = drive_inline(run.id, settings.HARNESS_SYNC_DEADLINE_S)
     return run, True
 
 
-def execute_run(run_id: uuid.UUID | str) -> Run:
-    """Claim a queued run and drive it; a run another process claimed is returned as is."""
-    if not claim_run(str(run_id)):
+def _session_for(tenant: Tenant, agent: str, request: RunRequest) -> Session:
+    if not request.session_id:
+        return Session.objects.create(tenant=tenant, agent=agent, user_id=request.user_id)
+    try:
+        session = Session.objects.filter(id=uuid.UUID(request.session_id), tenant=tenant).first()
+    except ValueError:
+        session = None
+    if session is None:
+        raise SessionNotFound(request.session_id)
+    if session.agent != agent or session.user_id != request.user_id:
+        raise SessionMismatch(session, agent, request.user_id)
+    if session.runs.exclude(status__in=TERMINAL_STATUSES).exists():
+        raise SessionBusy(session)
+    return session
+
+
+def drive_inline(run_id: uuid.UUID, deadline_s: float) -> Run:
+    """Drive a run in a thread of this process; at the deadline, ask it to hand off.
+
+    The request waits at most ``deadline_s``: past it the driver finishes its current step
+    and gives the run to a worker, while the caller gets the run as it stands.
+    """
+    driver = Driver(owner=f"inline:{uuid.uuid4().hex[:12]}")
+    if not claim_run(str(run_id), driver.owner):
         return Run.objects.get(id=run_id)
-    return drive_run(str(run_id))
+    done = threading.Event()
+
+    def drive() -> None:
+        try:
+            drive_run(str(run_id), driver)
+        finally:
+            connections.close_all()
+            done.set()
+
+    threading.Thread(target=drive, name=f"run-{run_id}", daemon=True).start()
+    if not done.wait(timeout=deadline_s):
+        driver.handoff.set()
+    return Run.objects.get(id=run_id)
 
 
-def _enqueue(run_id: uuid.UUID) -> None:
-    from harness.tasks import execute_run_task
+def execute_run(run_id: uuid.UUID | str, owner: str = "") -> Run:
+    """Claim a queued (or abandoned) run and drive it; a run driven elsewhere is left alone."""
+    driver = Driver(owner=owner or f"worker:{uuid.uuid4().hex[:12]}")
+    if not claim_run(str(run_id), driver.owner):
+        return Run.objects.get(id=run_id)
+    return drive_run(str(run_id), driver)
 
-    execute_run_task.delay(str(run_id))
+
+def cancel_run(run: Run) -> Run:
+    """Cancel a run: at once if nobody drives it, else at its driver's next step boundary."""
+    now = timezone.now()
+    Run.objects.filter(id=run.id, cancel_requested_at__isnull=True).update(cancel_requested_at=now)
+    idle = Run.objects.filter(
+        id=run.id, status__in=[RunStatus.QUEUED, RunStatus.AWAITING_APPROVAL]
+    ).update(
+        status=RunStatus.CANCELLED,
+        stop_reason="cancelled",
+        status_detail="The run was cancelled.",
+        answer="The run was cancelled before it finished.",
+        finished_at=now,
+    )
+    run.refresh_from_db()
+    if idle:
+        emit(run.id, EventType.RUN_FINISHED, {"status": run.status, "stop_reason": "cancelled"})
+        webhooks.queue_run_event(run, f"run.{run.status}")
+    return run
+
+
+def recover_stalled_runs() -> int:
+    """Re-queue runs whose driver died (lease ran out) and queued runs nobody picked up."""
+    now = timezone.now()
+    stalled = list(
+        Run.objects.filter(status=RunStatus.RUNNING, lease_expires_at__lt=now).values_list(
+            "id", flat=True
+        )
+    )
+    waiting = list(
+        Run.objects.filter(
+            status=RunStatus.QUEUED,
+            updated_at__lt=now - timedelta(seconds=settings.HARNESS_RUN_LEASE_S),
+        ).values_list("id", flat=True)
+    )
+    for run_id in [*stalled, *waiting]:
+        enqueue_run(run_id)
+    return len(stalled) + len(waiting)

@@ -2,13 +2,31 @@
 
 from celery import shared_task
 
+from harness import services, webhooks
 from harness.models import Run
-from harness.services import execute_run
 
 
 @shared_task(name="harness.execute_run", acks_late=True)
 def execute_run_task(run_id: str) -> None:
-    """Drive a queued async run. Safe to redeliver: only the claimer of the run drives it."""
+    """Drive a queued (or abandoned) run. Safe to redeliver: only the claimer drives it."""
     if not Run.objects.filter(id=run_id).exists():
         return
-    execute_run(run_id)
+    services.execute_run(run_id)
+
+
+@shared_task(name="harness.recover_stalled_runs")
+def recover_stalled_runs_task() -> int:
+    """Beat: re-queue runs whose worker died and queued runs whose message was lost."""
+    return services.recover_stalled_runs()
+
+
+@shared_task(name="harness.deliver_webhook", acks_late=True)
+def deliver_webhook_task(delivery_id: str) -> None:
+    """One delivery attempt; the claim in ``deliver`` makes redelivery harmless."""
+    webhooks.deliver(delivery_id)
+
+
+@shared_task(name="harness.dispatch_due_webhooks")
+def dispatch_due_webhooks_task() -> int:
+    """Beat: enqueue attempts for deliveries whose retry time has come."""
+    return webhooks.dispatch_due_deliveries()

@@ -1,6 +1,6 @@
 from rest_framework import serializers
 
-from harness.models import Run, RunMode
+from harness.models import Run, RunMode, RunStatus
 
 
 class RunCreateSerializer(serializers.Serializer):
@@ -10,6 +10,10 @@ class RunCreateSerializer(serializers.Serializer):
     mode = serializers.ChoiceField(choices=RunMode.choices, default=RunMode.SYNC)
     callback_url = serializers.URLField(required=False, allow_blank=True, max_length=2000)
     max_steps = serializers.IntegerField(required=False, min_value=1, max_value=200)
+    deadline_s = serializers.FloatField(required=False, min_value=0.1, max_value=86_400)
+    session_id = serializers.UUIDField(
+        required=False, help_text="Continue this session (multi-turn) instead of starting one."
+    )
 
 
 class RunSerializer(serializers.ModelSerializer):
@@ -27,7 +31,9 @@ class RunSerializer(serializers.ModelSerializer):
             "mode",
             "status",
             "status_detail",
+            "stop_reason",
             "answer",
+            "session_id",
             "steps",
             "max_steps",
             "model_route",
@@ -47,7 +53,27 @@ class RunSerializer(serializers.ModelSerializer):
         }
 
     def get_links(self, run: Run) -> dict[str, str]:
-        return {"self": f"/api/v1/runs/{run.id}", "trace": f"/api/v1/runs/{run.id}/trace"}
+        base = f"/api/v1/runs/{run.id}"
+        return {
+            "self": base,
+            "trace": f"{base}/trace",
+            "events": f"{base}/events",
+            "cancel": f"{base}/cancel",
+        }
+
+
+class RunFilterSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=RunStatus.choices, required=False)
+    agent = serializers.CharField(required=False)
+    user = serializers.CharField(required=False)
+    session_id = serializers.UUIDField(required=False)
+    created_after = serializers.DateTimeField(required=False)
+    created_before = serializers.DateTimeField(required=False)
+    limit = serializers.IntegerField(required=False, min_value=1, max_value=200, default=50)
+    cursor = serializers.DateTimeField(
+        required=False,
+        help_text="Return runs created before this time (the previous page's next_cursor).",
+    )
 
 
 class SpanSerializer(serializers.Serializer):

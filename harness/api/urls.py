@@ -1,9 +1,11 @@
 from django.urls import path
 
-from harness.api import views
+from harness.api import events, views
 
 urlpatterns = [
     path("runs", views.RunListView.as_view(), name="run-list"),
     path("runs/<str:run_id>", views.RunDetailView.as_view(), name="run-detail"),
+    path("runs/<str:run_id>/cancel", views.RunCancelView.as_view(), name="run-cancel"),
+    path("runs/<str:run_id>/events", events.RunEventsView.as_view(), name="run-events"),
     path("runs/<str:run_id>/trace", views.RunTraceView.as_view(), name="run-trace"),
 ]

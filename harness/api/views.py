@@ -6,9 +6,15 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from harness.api.serializers import RunCreateSerializer, RunSerializer, TraceSerializer
-from harness.queries import access_run_by_id
-from harness.services import RunRequest, start_run
+from harness.api.serializers import (
+    RunCreateSerializer,
+    RunFilterSerializer,
+    RunSerializer,
+    TraceSerializer,
+)
+from harness.errors import HarnessError
+from harness.queries import access_run_by_id, list_runs
+from harness.services import RunRequest, cancel_run, start_run
 from traces.queries import get_trace
 
 IDEMPOTENCY_KEY_PARAMETER = OpenApiParameter(
@@ -17,6 +23,7 @@ IDEMPOTENCY_KEY_PARAMETER = OpenApiParameter(
     OpenApiParameter.HEADER,
     description="A repeated key returns the run the first request created.",
 )
+MAX_IDEMPOTENCY_KEY_LENGTH = 200
 
 
 class RunListView(APIView):
@@ -26,10 +33,15 @@ class RunListView(APIView):
         parameters=[IDEMPOTENCY_KEY_PARAMETER],
     )
     def post(self, request: Request) -> Response:
-        """Start a run. Sync runs answer inline; async runs answer 202 and go on in a worker."""
+        """Start a run. Sync runs answer inline up to the sync deadline; async runs answer 202."""
         body = RunCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
+        key = request.headers.get("Idempotency-Key", "").strip()
+        if len(key) > MAX_IDEMPOTENCY_KEY_LENGTH:
+            raise HarnessError(
+                f"Idempotency-Key is longer than {MAX_IDEMPOTENCY_KEY_LENGTH} characters."
+            )
         run, _ = start_run(
             request.user.tenant,
             RunRequest(
@@ -39,11 +51,23 @@ class RunListView(APIView):
                 mode=data["mode"],
                 callback_url=data.get("callback_url", ""),
                 max_steps=data.get("max_steps"),
-                idempotency_key=request.headers.get("Idempotency-Key", "").strip(),
+                deadline_s=data.get("deadline_s"),
+                idempotency_key=key,
+                session_id=str(data.get("session_id") or ""),
             ),
         )
         http_status = status.HTTP_200_OK if run.is_terminal else status.HTTP_202_ACCEPTED
         return Response(RunSerializer(run).data, status=http_status)
+
+    @extend_schema(parameters=[RunFilterSerializer], responses=RunSerializer(many=True))
+    def get(self, request: Request) -> Response:
+        """The tenant's runs, newest first, filtered by status, agent, user, session or time."""
+        filters = RunFilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        runs, next_cursor = list_runs(request.user.tenant, **filters.validated_data)
+        return Response(
+            {"results": RunSerializer(runs, many=True).data, "next_cursor": next_cursor}
+        )
 
 
 class RunDetailView(APIView):
@@ -51,6 +75,15 @@ class RunDetailView(APIView):
     def get(self, request: Request, run_id: str) -> Response:
         run = access_run_by_id(request.user.tenant, run_id)
         return Response(RunSerializer(run).data)
+
+
+class RunCancelView(APIView):
+    @extend_schema(request=None, responses={200: RunSerializer, 202: RunSerializer})
+    def post(self, request: Request, run_id: str) -> Response:
+        """Cancel a run: at once if it is queued or waiting, else between its steps (202)."""
+        run = cancel_run(access_run_by_id(request.user.tenant, run_id))
+        http_status = status.HTTP_200_OK if run.is_terminal else status.HTTP_202_ACCEPTED
+        return Response(RunSerializer(run).data, status=http_status)
 
 
 class RunTraceView(APIView):

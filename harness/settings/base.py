@@ -142,6 +142,16 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_SOFT_TIME_LIMIT = env_int("HARNESS_TASK_SOFT_TIME_LIMIT_S", 900, minimum=1)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BEAT_SCHEDULE = {
+    "recover-stalled-runs": {
+        "task": "harness.recover_stalled_runs",
+        "schedule": env_float("HARNESS_SWEEP_INTERVAL_S", 15.0, minimum=0.5),
+    },
+    "dispatch-due-webhooks": {
+        "task": "harness.dispatch_due_webhooks",
+        "schedule": env_float("HARNESS_SWEEP_INTERVAL_S", 15.0, minimum=0.5),
+    },
+}
 
 # --- Auth, i18n, static ---------------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [
@@ -183,6 +193,24 @@ HARNESS_TOOL_DIRS = [BASE_DIR / "tools" / "definitions", *env_paths("HARNESS_TOO
 HARNESS_SCRIPT_DIRS = [BASE_DIR / "gateway" / "scripts"]
 HARNESS_DEFAULT_MAX_STEPS = env_int("HARNESS_DEFAULT_MAX_STEPS", 10, minimum=1)
 HARNESS_TOOL_TIMEOUT_S = env_float("HARNESS_TOOL_TIMEOUT_S", 30.0, minimum=0.1)
+# Sync runs answer inline up to this many seconds, then 202 and a worker finishes them.
+HARNESS_SYNC_DEADLINE_S = env_float("HARNESS_SYNC_DEADLINE_S", 30.0, minimum=0.1)
+# Runs with no deadline of their own (agent file or request) stop after this long.
+HARNESS_DEFAULT_DEADLINE_S = env_float("HARNESS_DEFAULT_DEADLINE_S", 900.0, minimum=1)
+HARNESS_RUN_LEASE_S = env_float("HARNESS_RUN_LEASE_S", 60.0, minimum=1)
+HARNESS_SWEEP_INTERVAL_S = env_float("HARNESS_SWEEP_INTERVAL_S", 15.0, minimum=0.5)
+HARNESS_CONTEXT_TOKENS = env_int("HARNESS_CONTEXT_TOKENS", 32000, minimum=500)
+HARNESS_WEBHOOK_TIMEOUT_S = env_float("HARNESS_WEBHOOK_TIMEOUT_S", 10.0, minimum=0.1)
+# Seconds between delivery attempts; the defaults span more than 24 hours.
+HARNESS_WEBHOOK_RETRY_SCHEDULE_S = [
+    float(x)
+    for x in (
+        env_list("HARNESS_WEBHOOK_RETRY_SCHEDULE_S")
+        or ["30", "120", "600", "1800", "3600", "7200", "14400", "28800", "43200"]
+    )
+]
+# Networks callback URLs may resolve to although private/loopback (CIDRs, comma-separated).
+HARNESS_WEBHOOK_ALLOWED_NETWORKS = env_list("HARNESS_WEBHOOK_ALLOWED_NETWORKS")
 
 CASBIN_MODEL = str(BASE_DIR / "policy" / "rbac_with_domains.conf")
 

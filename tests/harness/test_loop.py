@@ -50,7 +50,7 @@ def test_a_user_without_the_scope_is_refused_and_the_model_is_told(acme, agent_d
     assert result["ok"] is False
     assert result["error"]["code"] == "permission_denied"
     assert "ticket:write" in result["error"]["message"]
-    [check] = spans_of(acme, run, "policy_check")
+    [check] = [s for s in spans_of(acme, run, "policy_check") if s["attributes"]["check"] == "acl"]
     assert check["status"] == "refused"
     assert check["attributes"]["tool"] == "update_ticket"
     assert check["attributes"]["policy_version"] > 0
@@ -96,8 +96,8 @@ def test_arguments_that_fail_the_schema_get_every_violation_back(acme, agent_dir
     assert "does not match" in problems  # the ticket id pattern
     assert "Additional properties are not allowed ('x' was unexpected)" in problems
     assert {v["at"] for v in violations} >= {"/", "/ticket_id"}
-    [check] = spans_of(acme, run, "policy_check")[1:]
-    assert check["attributes"]["check"] == "schema"
+    checks = [s["attributes"]["check"] for s in spans_of(acme, run, "policy_check")]
+    assert checks[:2] == ["acl", "schema"]
     assert spans_of(acme, run, "tool_call") == []
 
 
@@ -149,10 +149,16 @@ def test_a_tool_that_raises_becomes_a_short_error_and_the_traceback_stays_in_the
     assert "Traceback" in tool_span["audit"][0]["payload"]["traceback"]
 
 
-def test_the_run_stops_at_max_steps(acme, agent_dir):
-    lookup = {"tool_calls": [{"name": "get_ticket", "arguments": {"ticket_id": TICKET}}]}
+def searches(count):
+    """Distinct calls, so the repeated-call guard stays out of the way."""
+    return [
+        {"tool_calls": [{"name": "search_tickets", "arguments": {"limit": n + 1}}]}
+        for n in range(count)
+    ]
 
-    run = run_script(acme, agent_dir, [lookup] * 10, max_steps=3)
+
+def test_the_run_stops_at_max_steps(acme, agent_dir):
+    run = run_script(acme, agent_dir, searches(10), max_steps=3)
 
     assert run["status"] == "step_limit"
     assert run["steps"] == 3
@@ -160,8 +166,7 @@ def test_the_run_stops_at_max_steps(acme, agent_dir):
 
 
 def test_a_request_may_lower_max_steps_but_not_raise_it(acme, agent_dir):
-    lookup = {"tool_calls": [{"name": "get_ticket", "arguments": {"ticket_id": TICKET}}]}
-    script = write_script(agent_dir.parent, [lookup] * 10)
+    script = write_script(agent_dir.parent, searches(10))
     spec = write_agent(agent_dir, model=f"scripted:{script}", max_steps=3)
 
     lowered = acme.post(
@@ -190,3 +195,14 @@ def test_an_unknown_provider_fails_the_run_with_a_clear_message(acme, agent_dir)
 
     assert run["status"] == "failed"
     assert "nosuchprovider" in run["answer"]
+
+
+def test_the_same_call_three_times_in_a_row_stops_the_run(acme, agent_dir):
+    lookup = {"tool_calls": [{"name": "get_ticket", "arguments": {"ticket_id": TICKET}}]}
+
+    run = run_script(acme, agent_dir, [lookup] * 5)
+
+    assert run["status"] == "failed"
+    assert run["stop_reason"] == "repeated_call"
+    assert "get_ticket with the same arguments 3 times" in run["answer"]
+    assert len(spans_of(acme, run, "tool_call")) == 2  # the third was not executed
