@@ -7,15 +7,23 @@ from gateway.messages import Message, ModelResponse, ToolSpec
 from gateway.providers import scripted
 from gateway.routes import parse_route
 
-ProviderCall = Callable[[str, list[Message], list[ToolSpec]], ModelResponse]
+ProviderCall = Callable[..., ModelResponse]
 
 PROVIDERS: dict[str, ProviderCall] = {
     "scripted": scripted.complete,
 }
 
 
-def complete(route: str | None, messages: list[Message], tools: list[ToolSpec]) -> ModelResponse:
+def complete(
+    route: str | None,
+    messages: list[Message],
+    tools: list[ToolSpec],
+    turn: int | None = None,
+) -> ModelResponse:
     """Call the model behind ``route`` (empty: the default route) with messages and tools.
+
+    ``turn`` is the index of this model call in the whole conversation (0-based), which the
+    messages alone do not tell once older turns were trimmed; the scripted model plays by it.
 
     Raises a ``GatewayError`` when the route is bad or the provider fails; the caller (the
     loop) turns that into data. Has no side effect beyond the provider call itself.
@@ -27,6 +35,6 @@ def complete(route: str | None, messages: list[Message], tools: list[ToolSpec]) 
             f"No provider {parsed.provider!r}. Providers: {', '.join(sorted(PROVIDERS))}.",
             {"route": parsed.name},
         )
-    response = provider(parsed.model, messages, tools)
+    response = provider(parsed.model, messages, tools, turn=turn)
     response.route = parsed.name
     return response

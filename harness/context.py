@@ -57,8 +57,7 @@ def build_context(
     full_tokens = estimate_tokens(full, tools)
     if full_tokens <= budget_tokens:
         return full, ContextStats(context_tokens=full_tokens, full_tokens=full_tokens)
-    start = _window_start(history, tools, budget_tokens)
-    older, recent = history[:start], history[start:]
+    older, recent = _split(history, tools, budget_tokens)
     summary_text, covers = cached_summary
     if covers != len(older) or not summary_text:
         summary_text = _summary_with_tool_list(older, summarize)
@@ -76,9 +75,21 @@ def build_context(
     return messages, stats
 
 
+def _split(
+    history: list[Message], tools: list[ToolSpec], budget_tokens: int
+) -> tuple[list[Message], list[Message]]:
+    """(older, recent): the recent window fits half the budget and never splits a tool call
+    from its results; the last user message (the task at hand) is always in it."""
+    start = _window_start(history, tools, budget_tokens)
+    last_user = max((i for i, m in enumerate(history) if m.role == "user"), default=-1)
+    if 0 <= last_user < start:
+        older = history[:last_user] + history[last_user + 1 : start]
+        return older, [history[last_user], *history[start:]]
+    return history[:start], history[start:]
+
+
 def _window_start(history: list[Message], tools: list[ToolSpec], budget_tokens: int) -> int:
-    """Where the recent window begins: as many recent messages as fit in half the budget,
-    never splitting a tool call from its results, always keeping the last user message."""
+    """Where the recent window begins: as many recent messages as fit in half the budget."""
     allowance = budget_tokens * RECENT_WINDOW_SHARE - estimate_tokens([], tools)
     start = len(history)
     used = 0
@@ -90,8 +101,7 @@ def _window_start(history: list[Message], tools: list[ToolSpec], budget_tokens: 
         start -= 1
     while 0 < start < len(history) and history[start].role == "tool":
         start -= 1  # take the assistant message that asked for these results too
-    last_user = max((i for i, m in enumerate(history) if m.role == "user"), default=0)
-    return min(start, last_user)
+    return start
 
 
 def _summary_with_tool_list(older: list[Message], summarize: Summarizer) -> str:

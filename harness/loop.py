@@ -228,7 +228,8 @@ def _model_step(
             },
         )
         try:
-            response = complete(agent.model or None, context, specs)
+            turn = sum(1 for m in messages if m.role == "assistant")
+            response = complete(agent.model or None, context, specs, turn=turn)
         except GatewayError as exc:
             span.fail(error_code=str(exc.code), error=exc.message)
             return StepOutcome(
@@ -420,6 +421,14 @@ def _honesty_guard(
     return outcome
 
 
+def _stopped_answer(detail: str, messages: list[Message]) -> str:
+    """Why the run stopped, and what it achieved before (the tool calls that succeeded)."""
+    done = [m.name for m in messages if m.role == "tool" and not m.is_error and m.name]
+    if not done:
+        return f"{detail} No action was completed."
+    return f"{detail} Completed before stopping: {', '.join(done)}."
+
+
 def finish_run(
     run: Run,
     tracer: TraceRecorder,
@@ -429,7 +438,9 @@ def finish_run(
 ) -> Run:
     """Persist the terminal status first, then tell the world (span, event, callback)."""
     status = outcome.status or RunStatus.FAILED
-    answer = outcome.answer or outcome.detail
+    answer = outcome.answer or _stopped_answer(
+        outcome.detail, messages[_first_index_of_this_run(run, messages) :]
+    )
     now = timezone.now()
     Run.objects.filter(id=run.id).update(
         status=status,

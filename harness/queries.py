@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from datetime import UTC, datetime
 
 from harness.errors import RunNotFound
 from harness.models import Run, Tenant
@@ -46,5 +46,10 @@ def list_runs(
     if cursor is not None:
         runs = runs.filter(created_at__lt=cursor)
     page = list(runs.order_by("-created_at")[: limit + 1])
-    next_cursor = page[limit - 1].created_at.isoformat() if len(page) > limit else None
+    # UTC with "Z": safe to paste into a query string as it is.
+    next_cursor = (
+        page[limit - 1].created_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        if len(page) > limit
+        else None
+    )
     return page[:limit], next_cursor

@@ -6,6 +6,7 @@ import hashlib
 import hmac
 import secrets
 import threading
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
@@ -159,14 +160,38 @@ def drive_inline(run_id: uuid.UUID, deadline_s: float) -> Run:
     def drive() -> None:
         try:
             drive_run(str(run_id), driver)
+        except Run.DoesNotExist:
+            pass  # deleted under us (retention, tests); nothing left to drive
         finally:
             connections.close_all()
             done.set()
+            with _inline_lock:
+                _inline_threads.discard(thread)
 
-    threading.Thread(target=drive, name=f"run-{run_id}", daemon=True).start()
+    thread = threading.Thread(target=drive, name=f"run-{run_id}", daemon=True)
+    with _inline_lock:
+        _inline_threads.add(thread)
+    thread.start()
     if not done.wait(timeout=deadline_s):
         driver.handoff.set()
     return Run.objects.get(id=run_id)
+
+
+_inline_threads: set[threading.Thread] = set()
+_inline_lock = threading.Lock()
+
+
+def wait_for_inline_runs(timeout_s: float) -> bool:
+    """Wait until this process drives no run inline (graceful shutdown, tests)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with _inline_lock:
+            threads = list(_inline_threads)
+        if not threads:
+            return True
+        for thread in threads:
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
+    return False
 
 
 def execute_run(run_id: uuid.UUID | str, owner: str = "") -> Run:

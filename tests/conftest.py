@@ -53,6 +53,15 @@ class ApiClient:
         return self.client.get(path, HTTP_AUTHORIZATION=f"Bearer {self.key}")
 
 
+@pytest.fixture(autouse=True)
+def _no_run_outlives_its_test():
+    """Runs driven inline in threads finish before the test's data is flushed."""
+    yield
+    from harness.services import wait_for_inline_runs
+
+    assert wait_for_inline_runs(timeout_s=30), "an inline run was still going after 30 s"
+
+
 @pytest.fixture
 def demo(transactional_db: None) -> None:
     """The demo data set, committed (tool handlers run on their own connections)."""

@@ -9,8 +9,9 @@ Script file: either a JSON list of responses, or an object with ``responses`` or
 regex matches the conversation's first user message wins; one without a regex is the
 default). A response is ``{"text": "..."}`` or ``{"tool_calls": [{"name": ..., "arguments":
 {...}}]}`` (arguments may also be a string, to play a model that emits malformed JSON).
-The n-th model call of a conversation gets the n-th response, so a conversation resumed in
-another process continues where it stopped.
+The n-th model call of a conversation gets the n-th response (the caller passes ``turn``, else
+the assistant messages sent are counted), so a conversation resumed in another process, or
+trimmed to fit the context, continues where it stopped.
 """
 
 from __future__ import annotations
@@ -47,13 +48,15 @@ def resolve_script_path(name_or_path: str) -> Path:
     )
 
 
-def complete(model: str, messages: list[Message], tools: list[ToolSpec]) -> ModelResponse:
+def complete(
+    model: str, messages: list[Message], tools: list[ToolSpec], turn: int | None = None
+) -> ModelResponse:
     path = resolve_script_path(model)
     stat = path.stat()
     scenarios = _load_script(str(path), stat.st_mtime_ns, stat.st_size)
     first_user = next((m.content for m in messages if m.role == "user"), "")
     responses = _choose_scenario(scenarios, first_user)
-    position = sum(1 for m in messages if m.role == "assistant")
+    position = turn if turn is not None else sum(1 for m in messages if m.role == "assistant")
     usage = Usage(prompt_tokens=estimate_tokens(messages, tools))
     if position >= len(responses):
         usage.completion_tokens = estimate_tokens(EXHAUSTED_TEXT)

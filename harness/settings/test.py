@@ -25,3 +25,9 @@ if CELERY_BROKER_URL == "filesystem://":  # noqa: F405
     CELERY_BROKER_TRANSPORT_OPTIONS = filesystem_broker_options(  # noqa: F405
         VAR_DIR / "celery-broker-tests"  # noqa: F405
     )
+
+# Tests call back receivers they start on loopback.
+HARNESS_WEBHOOK_ALLOWED_NETWORKS = ["127.0.0.0/8", "::1/128"]
+HARNESS_WEBHOOK_RETRY_SCHEDULE_S = [0.5, 1.0, 2.0]
+# Worker processes started by tests also need the test-only tools.
+HARNESS_TOOL_DIRS = [*HARNESS_TOOL_DIRS, BASE_DIR / "tests" / "support" / "tools"]  # noqa: F405

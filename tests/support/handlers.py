@@ -1,0 +1,24 @@
+"""Tool handlers used only by tests."""
+
+import time
+from typing import Any
+
+from tools.demo.models import Notification
+
+
+def slow_note(arguments: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Sleeps, then records a notification keyed by the call's idempotency key (acts once)."""
+    time.sleep(arguments.get("seconds", 0))
+    note, created = Notification.objects.get_or_create(
+        idempotency_key=context.idempotency_key,
+        defaults={
+            "tenant": context.tenant,
+            "recipient_id": arguments.get("recipient", "ops"),
+            "message": arguments.get("message", "slow note"),
+        },
+    )
+    return {"notification_id": note.pk, "duplicate": not created}
+
+
+def always_fails(arguments: dict[str, Any], context: Any) -> dict[str, Any]:
+    raise ConnectionError("the ticket system is unreachable")
