@@ -88,12 +88,25 @@ def agent_dir(tmp_path: Path, settings: Any) -> Path:
 
 
 @pytest.fixture
-def celery_worker(transactional_db: None, tmp_path: Path):
-    """A real worker process consuming the tests' queue; stopped after the test."""
+def start_worker(transactional_db: None, tmp_path: Path):
+    """Start real worker processes on the tests' queue (any number); all stopped after."""
     from harness.celery import app
     from tests.worker import WorkerProcess
 
     app.control.purge()
-    worker = WorkerProcess(tmp_path / "worker.log").start()
-    yield worker
-    worker.stop()
+    workers: list[WorkerProcess] = []
+
+    def start(**options: Any) -> WorkerProcess:
+        worker = WorkerProcess(tmp_path / f"worker-{len(workers)}.log", **options)
+        workers.append(worker)
+        return worker.start()
+
+    yield start
+    for worker in workers:
+        worker.stop()
+
+
+@pytest.fixture
+def celery_worker(start_worker):
+    """One real worker process consuming the tests' queue."""
+    return start_worker()

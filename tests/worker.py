@@ -28,16 +28,25 @@ def database_url() -> str:
 
 
 class WorkerProcess:
-    def __init__(self, log_path: Path, pool: str = "solo") -> None:
+    def __init__(
+        self,
+        log_path: Path,
+        pool: str = "solo",
+        beat: bool = False,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.log_path = log_path
         self.pool = pool
+        self.beat = beat
+        self.extra_env = env or {}
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> WorkerProcess:
-        env = os.environ | {
-            "DJANGO_SETTINGS_MODULE": "harness.settings.test",
-            "DATABASE_URL": database_url(),
-        }
+        env = (
+            os.environ
+            | {"DJANGO_SETTINGS_MODULE": "harness.settings.test", "DATABASE_URL": database_url()}
+            | self.extra_env
+        )
         command = [
             sys.executable,
             "-m",
@@ -56,9 +65,17 @@ class WorkerProcess:
             "--loglevel",
             "INFO",
         ]
+        if self.beat:
+            schedule = self.log_path.with_suffix(".beat-schedule")
+            command += ["--beat", "--schedule", str(schedule)]
         log = self.log_path.open("wb")
         self.process = subprocess.Popen(
-            command, cwd=settings.BASE_DIR, env=env, stdout=log, stderr=subprocess.STDOUT
+            command,
+            cwd=settings.BASE_DIR,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: a kill reaches pool children too
         )
         deadline = time.monotonic() + READY_TIMEOUT_S
         while time.monotonic() < deadline:
@@ -70,9 +87,15 @@ class WorkerProcess:
         self.stop()
         raise RuntimeError(f"worker did not start:\n{self.log_path.read_text(errors='replace')}")
 
+    def kill_hard(self) -> None:
+        """SIGKILL the worker and its children at once, as a crashed machine would."""
+        if self.process and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
     def stop(self, sig: int = signal.SIGTERM) -> None:
         if self.process and self.process.poll() is None:
-            self.process.send_signal(sig)
+            os.killpg(self.process.pid, sig)
             try:
                 self.process.wait(timeout=20)
             except subprocess.TimeoutExpired:
