@@ -93,6 +93,14 @@ def start_run(tenant: Tenant, request: RunRequest) -> tuple[Run, bool]:
     ``created=False``, never a second run. A sync run still going at the deadline is handed to
     a worker and returned as it stands (the API answers 202).
     """
+    run, created = create_run(tenant, request)
+    if created and request.mode == RunMode.SYNC:
+        run = drive_inline(run.id, settings.HARNESS_SYNC_DEADLINE_S)
+    return run, created
+
+
+def create_run(tenant: Tenant, request: RunRequest) -> tuple[Run, bool]:
+    """Record a queued run (and enqueue it if async); the caller decides who drives it."""
     agent = get_agent(request.agent)
     if request.idempotency_key:
         existing = Run.objects.filter(
@@ -125,8 +133,6 @@ def start_run(tenant: Tenant, request: RunRequest) -> tuple[Run, bool]:
     except IntegrityError:
         # A concurrent request with the same Idempotency-Key won the insert.
         return Run.objects.get(tenant=tenant, idempotency_key=request.idempotency_key), False
-    if request.mode == RunMode.SYNC:
-        run = drive_inline(run.id, settings.HARNESS_SYNC_DEADLINE_S)
     return run, True
 
 
@@ -146,11 +152,12 @@ def _session_for(tenant: Tenant, agent: str, request: RunRequest) -> Session:
     return session
 
 
-def drive_inline(run_id: uuid.UUID, deadline_s: float) -> Run:
+def drive_inline(run_id: uuid.UUID, deadline_s: float | None) -> Run:
     """Drive a run in a thread of this process; at the deadline, ask it to hand off.
 
-    The request waits at most ``deadline_s``: past it the driver finishes its current step
-    and gives the run to a worker, while the caller gets the run as it stands.
+    The request waits at most ``deadline_s`` (None: until the run ends): past it the driver
+    finishes its current step and gives the run to a worker, while the caller gets the run as
+    it stands.
     """
     driver = Driver(owner=f"inline:{uuid.uuid4().hex[:12]}")
     if not claim_run(str(run_id), driver.owner):

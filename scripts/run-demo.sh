@@ -12,7 +12,9 @@ mkdir -p var
 
 KEY=$($PY manage.py create_api_key --tenant acme --name make-run --replace)
 
-.venv/bin/celery -A harness worker --loglevel INFO --concurrency 2 >var/worker.log 2>&1 &
+# -B: beat inside the worker (recovers stalled runs, retries webhooks) — enough for one host.
+.venv/bin/celery -A harness worker -B --schedule var/celerybeat-schedule --loglevel INFO \
+  --concurrency 2 >var/worker.log 2>&1 &
 WORKER=$!
 .venv/bin/gunicorn harness.wsgi --bind "${HOST}:${PORT}" --workers 2 --threads 4 \
   --timeout 120 --access-logfile var/access.log --error-logfile var/web.log &

@@ -46,3 +46,32 @@ def test_runs_cannot_be_edited_or_deleted_in_the_admin(acme, operator):
 
     assert response.status_code == 403
     assert Run.objects.filter(pk=run.pk).exists()
+
+
+def test_an_operator_can_redeliver_a_webhook_from_the_admin(acme, operator):
+    from django.utils import timezone
+
+    from harness.models import DeliveryStatus, WebhookDelivery
+
+    acme.post("/api/v1/runs", {"agent": "ticket-assistant", "user": "bob", "input": "hi"})
+    run = Run.objects.get()
+    delivery = WebhookDelivery.objects.create(
+        run=run,
+        event_type="run.succeeded",
+        url="http://127.0.0.1:9/hook",
+        payload={"type": "run.succeeded"},
+        status=DeliveryStatus.FAILED,
+        attempts=10,
+    )
+
+    response = operator.post(
+        "/admin/harness/webhookdelivery/",
+        {"action": "redeliver_selected", "_selected_action": [str(delivery.pk)]},
+    )
+
+    assert response.status_code == 302
+    delivery.refresh_from_db()
+    assert delivery.status == DeliveryStatus.PENDING
+    assert delivery.next_attempt_at <= timezone.now()
+    detail = operator.get(f"/admin/harness/webhookdelivery/{delivery.pk}/change/")
+    assert detail.status_code == 200
