@@ -41,3 +41,16 @@ def test_create_api_key_prints_a_key_that_is_stored_only_hashed(db):
 def test_create_api_key_for_an_unknown_tenant_fails_clearly(db):
     with pytest.raises(CommandError, match="No tenant 'nope'"):
         call_command("create_api_key", "--tenant", "nope", stdout=io.StringIO())
+
+
+def test_webhook_secret_prints_and_rotates_the_tenants_signing_secret(db):
+    call_command("load_demo", stdout=io.StringIO())
+    first, rotated, again = io.StringIO(), io.StringIO(), io.StringIO()
+
+    call_command("webhook_secret", "--tenant", "acme", stdout=first)
+    call_command("webhook_secret", "--tenant", "acme", "--rotate", stdout=rotated)
+    call_command("webhook_secret", "--tenant", "acme", stdout=again)
+
+    assert first.getvalue().startswith("whsec_")
+    assert rotated.getvalue() != first.getvalue()
+    assert again.getvalue() == rotated.getvalue()
