@@ -17,7 +17,12 @@ from gateway.services import complete
 from harness.agent_registry import AgentSpec, get_agent
 from harness.errors import HarnessError
 from harness.models import Run, RunStatus
-from harness.tool_calls import CallScope, handle_tool_call, visible_tools
+from harness.tool_calls import (
+    CallScope,
+    declared_argument_pointers,
+    handle_tool_call,
+    visible_tools,
+)
 from tools.errors import ToolFilesInvalid
 from tools.services import get_tool_registry
 from traces.services import AuditKind, OpenSpan, SpanKind, SpanStatus, TraceRecorder
@@ -40,12 +45,17 @@ def claim_run(run_id: str) -> bool:
     return claimed == 1
 
 
-def drive_run(run_id: str) -> Run:
+def drive_run(run_id: str, input_text: str | None = None) -> Run:
     """Run the loop of a run already claimed (status running) to its end.
 
     Side effects: model calls, tool executions, the run row (status, messages, usage) and its
     trace. Never raises for a failure of the model, a tool or a policy: those end the run with
     a status and a message.
+
+    Only masked copies of the conversation and answer are stored; the model works on the clear
+    conversation held in memory by this process. ``input_text`` is the clear input when the
+    caller still has it (sync runs); a run started or resumed elsewhere works from the masked
+    checkpoint. The returned run carries the clear answer in memory (the database the masked).
     """
     run = Run.objects.select_related("tenant").get(id=run_id)
     tracer = TraceRecorder(run.request_id, run.tenant.slug)
@@ -71,7 +81,7 @@ def drive_run(run_id: str) -> Run:
         tracer=tracer,
         parent=session,
     )
-    messages = [Message.from_dict(m) for m in run.messages] or _opening(agent, run)
+    messages = [Message.from_dict(m) for m in run.messages] or _opening(agent, run, input_text)
     while True:
         if run.steps >= run.max_steps:
             outcome = StepOutcome(
@@ -80,16 +90,16 @@ def drive_run(run_id: str) -> Run:
             )
             break
         outcome = _step(run, agent, scope, messages)
-        _checkpoint(run, messages)
+        _checkpoint(run, messages, tracer)
         if outcome.status is not None:
             break
     return _finish(run, tracer, session, outcome)
 
 
-def _opening(agent: AgentSpec, run: Run) -> list[Message]:
+def _opening(agent: AgentSpec, run: Run, input_text: str | None) -> list[Message]:
     return [
         Message(role="system", content=agent.system_prompt),
-        Message(role="user", content=run.input),
+        Message(role="user", content=run.input if input_text is None else input_text),
     ]
 
 
@@ -121,7 +131,12 @@ def _step(run: Run, agent: AgentSpec, scope: CallScope, messages: list[Message])
                 RunStatus.FAILED, detail=f"The model could not be reached: {exc.message}"
             )
         _record_response(run, span, response)
-        tracer.audit(span, AuditKind.MODEL_RESPONSE, response.to_dict())
+        tracer.audit(
+            span,
+            AuditKind.MODEL_RESPONSE,
+            response.to_dict(),
+            sensitive=declared_argument_pointers(response.tool_calls, scope.registry),
+        )
     messages.append(response.to_message())
     if not response.tool_calls:
         return StepOutcome(RunStatus.SUCCEEDED, answer=response.text)
@@ -147,8 +162,8 @@ def _record_response(run: Run, span: OpenSpan, response: ModelResponse) -> None:
     )
 
 
-def _checkpoint(run: Run, messages: list[Message]) -> None:
-    run.messages = [m.to_dict() for m in messages]
+def _checkpoint(run: Run, messages: list[Message], tracer: TraceRecorder) -> None:
+    run.messages = tracer.mask([m.to_dict() for m in messages])
     Run.objects.filter(id=run.id).update(
         messages=run.messages,
         steps=run.steps,
@@ -166,8 +181,8 @@ def _finish(run: Run, tracer: TraceRecorder, session: OpenSpan, outcome: StepOut
         span.set(answer=answer, detail=outcome.detail)
     Run.objects.filter(id=run.id).update(
         status=status,
-        answer=answer,
-        status_detail=outcome.detail,
+        answer=tracer.mask(answer),
+        status_detail=tracer.mask(outcome.detail),
         finished_at=timezone.now(),
         updated_at=timezone.now(),
     )
@@ -181,4 +196,5 @@ def _finish(run: Run, tracer: TraceRecorder, session: OpenSpan, outcome: StepOut
         session.fail(SpanStatus.ERROR)
     tracer.end(session)
     run.refresh_from_db()
+    run.answer, run.status_detail = answer, outcome.detail  # clear in memory only
     return run

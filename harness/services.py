@@ -15,6 +15,7 @@ from harness.agent_registry import get_agent
 from harness.errors import UnknownTenant
 from harness.loop import claim_run, drive_run
 from harness.models import ApiKey, Run, RunMode, Tenant
+from traces.services import mask_for_storage
 
 API_KEY_PREFIX = "hk_"
 
@@ -90,14 +91,16 @@ def start_run(tenant: Tenant, request: RunRequest) -> tuple[Run, bool]:
         ).first()
         if existing:
             return existing, False
+    request_id = uuid.uuid4().hex
     try:
         with transaction.atomic():
             run = Run.objects.create(
-                request_id=uuid.uuid4().hex,
+                request_id=request_id,
                 tenant=tenant,
                 agent=agent.name,
                 user_id=request.user_id,
-                input=request.input,
+                # Stored masked; a sync run hands the clear input to the loop in memory.
+                input=mask_for_storage(request_id, tenant.slug, request.input),
                 mode=request.mode,
                 max_steps=min(request.max_steps or agent.max_steps, agent.max_steps),
                 callback_url=request.callback_url,
@@ -109,15 +112,15 @@ def start_run(tenant: Tenant, request: RunRequest) -> tuple[Run, bool]:
         # A concurrent request with the same Idempotency-Key won the insert.
         return Run.objects.get(tenant=tenant, idempotency_key=request.idempotency_key), False
     if request.mode == RunMode.SYNC:
-        run = execute_run(run.id)
+        run = execute_run(run.id, input_text=request.input)
     return run, True
 
 
-def execute_run(run_id: uuid.UUID | str) -> Run:
+def execute_run(run_id: uuid.UUID | str, input_text: str | None = None) -> Run:
     """Claim a queued run and drive it; a run another process claimed is returned as is."""
     if not claim_run(str(run_id)):
         return Run.objects.get(id=run_id)
-    return drive_run(str(run_id))
+    return drive_run(str(run_id), input_text)
 
 
 def _enqueue(run_id: uuid.UUID) -> None:
