@@ -25,6 +25,7 @@ from typing import Any
 
 from django.conf import settings
 from opentelemetry import trace
+from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import (
@@ -153,7 +154,8 @@ def export_span(stored: StoredSpan) -> None:
     if telemetry is None:
         return
     trace_id = int(stored.request_id, 16)
-    context = None
+    # A root span starts a trace of its own even inside a request or task span.
+    context = Context()
     if stored.parent_span_id:
         parent = trace.SpanContext(
             trace_id,
