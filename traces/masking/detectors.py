@@ -9,6 +9,11 @@ so the digits inside a hex id or a word never match.
 
 The order matters: secrets first (a JWT may contain digit runs), then e-mail (a local part may
 be a phone number), IBAN, national ID (18 digits that could also pass Luhn), card, phone.
+
+Speed: Python's regular expressions scan character classes slowly, so no detector scans all
+text. Text detectors run only when a cheap substring test (``needles``) says they could match;
+the numeric ones run only inside the short windows ``NUMBER_CANDIDATE`` finds (runs of 8+
+digits), IBAN only where ``IBAN_GATE`` finds two capitals and two digits.
 """
 
 from __future__ import annotations
@@ -30,6 +35,9 @@ class Detector:
     pattern: re.Pattern[str]
     validate: Callable[[str], bool] | None = None
     group: int = 0
+    # Run only if one of these occurs in the text (lower-cased first when ``lower``).
+    needles: tuple[str, ...] = ()
+    lower: bool = False
 
 
 def luhn_ok(text: str) -> bool:
@@ -93,38 +101,78 @@ _CREDENTIAL_NAMES = (
     r"refresh[_-]?token|auth[_-]?token|private[_-]?key"
 )
 
-DETECTORS: tuple[Detector, ...] = (
+TEXT_DETECTORS: tuple[Detector, ...] = (
     Detector(
         "private_key",
         re.compile(
             r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----(?:.*?-----END [A-Z0-9 ]*PRIVATE KEY-----|.*)",
             re.DOTALL,
         ),
+        needles=("PRIVATE KEY-----",),
     ),
-    Detector("jwt", re.compile(_B + r"eyJ[A-Za-z0-9_-]+\.eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*")),
+    Detector(
+        "jwt",
+        re.compile(_B + r"eyJ[A-Za-z0-9_-]+\.eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*"),
+        needles=("eyJ",),
+    ),
     Detector(
         "bearer_token",
         re.compile(r"(?i)\bbearer\s+([A-Za-z0-9._~+/-]{12,}=*)"),
         group=1,
+        needles=("bearer",),
+        lower=True,
     ),
-    Detector("api_key", re.compile(_B + f"(?:{_API_KEY_SHAPES})" + _E)),
+    Detector(
+        "api_key",
+        re.compile(_B + f"(?:{_API_KEY_SHAPES})" + _E),
+        needles=(
+            "sk-",
+            "_live_",
+            "_test_",
+            "AKIA",
+            "ASIA",
+            "ghp_",
+            "gho_",
+            "ghu_",
+            "ghs_",
+            "ghr_",
+            "github_pat_",
+            "glpat-",
+            "xox",
+            "AIza",
+            "hk_",
+        ),
+    ),
     Detector(
         "secret",
         re.compile(
-            rf"(?i)\b(?:{_CREDENTIAL_NAMES})\b\\?[\"']?\s*[:=]\s*\\?[\"']?([^\s\"'\\,;&}}\[\]][^\s\"'\\,;&}}\]]{{3,}})"
+            rf"(?i)\b(?:{_CREDENTIAL_NAMES})\b\\?[\"']?\s*[:=]\s*\\?[\"']?"
+            r"([^\s\"'\\,;&}\[\]][^\s\"'\\,;&}\]]{3,})"
         ),
         group=1,
+        needles=("pass", "pwd", "secret", "api", "token", "private"),
+        lower=True,
     ),
     Detector(
         "email",
         re.compile(r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+"),
         validate=lambda v: v.rsplit(".", 1)[-1].isalpha(),
+        needles=("@",),
     ),
-    Detector(
-        "iban",
-        re.compile(_B + r"[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?" + _E),
-        validate=iban_ok,
-    ),
+)
+
+IBAN_GATE = re.compile(r"[A-Z]{2}[0-9]{2}")
+IBAN = Detector(
+    "iban",
+    re.compile(_B + r"[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?" + _E),
+    validate=iban_ok,
+)
+
+# Where a national ID, card or phone number could be: 8 or more digits, single spaces or
+# dashes between them, maybe a leading "+" and a trailing X. Dates ("2026-11-30") are
+# candidates too; the detectors below then find nothing in them.
+NUMBER_CANDIDATE = re.compile(r"\+?[0-9](?:[ -]?[0-9]){7,}[Xx]?")
+NUMBER_DETECTORS: tuple[Detector, ...] = (
     Detector(
         "national_id",
         re.compile(

@@ -17,7 +17,14 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from traces.masking.detectors import DETECTORS, SECRET_KINDS
+from traces.masking.detectors import (
+    IBAN,
+    IBAN_GATE,
+    NUMBER_CANDIDATE,
+    NUMBER_DETECTORS,
+    SECRET_KINDS,
+    TEXT_DETECTORS,
+)
 from traces.masking.kinds import FINGERPRINTED_KINDS, fingerprint, mask, normalize
 from traces.masking.pointers import locate
 
@@ -28,6 +35,8 @@ _SECRET_MEMBER = re.compile(
 )
 # Known values shorter than this are not searched for in free text (too many false hits).
 MIN_KNOWN_LENGTH = 2
+# Texts at least this long are memoised (per masker, so per run).
+MEMO_MIN_LENGTH = 200
 
 
 class Masker:
@@ -35,6 +44,7 @@ class Masker:
         self._key = key
         self._known: dict[str, str] = {}
         self._known_pattern: re.Pattern[str] | None = None
+        self._memo: dict[str, str] = {}
         self._found: dict[tuple[str, str], None] = {}
         self._drained = 0
 
@@ -51,11 +61,43 @@ class Masker:
         return self._walk(value)
 
     def mask_text(self, text: str) -> str:
-        if self._known_pattern is not None:
+        if len(text) >= MEMO_MIN_LENGTH:
+            # A run's conversation is masked again at every step: mask each long text once.
+            masked = self._memo.get(text)
+            if masked is None:
+                masked = self._memo[text] = self._mask_text(text)
+            return masked
+        return self._mask_text(text)
+
+    def _mask_text(self, text: str) -> str:
+        if self._known_pattern is not None and any(v in text for v in self._known):
             text = self._known_pattern.sub(lambda m: self._known[m.group(0)], text)
-        for detector in DETECTORS:
-            text = detector.pattern.sub(lambda m, d=detector: self._replace(d, m), text)
-        return text
+        lowered = None
+        for detector in TEXT_DETECTORS:
+            haystack = text
+            if detector.lower:
+                lowered = lowered if lowered is not None else text.lower()
+                haystack = lowered
+            if any(needle in haystack for needle in detector.needles):
+                text = detector.pattern.sub(lambda m, d=detector: self._replace(d, m), text)
+                lowered = None
+        if IBAN_GATE.search(text):
+            text = IBAN.pattern.sub(lambda m: self._replace(IBAN, m), text)
+        return NUMBER_CANDIDATE.sub(self._mask_number_window, text)
+
+    def _mask_number_window(self, candidate: re.Match[str]) -> str:
+        """Run the number detectors on a candidate, with one character of context either side
+        so that their boundary checks see what really surrounds it."""
+        number = candidate.group(0)
+        digits = len(number) - number.count(" ") - number.count("-")
+        if digits < 11 and number[0] != "+":
+            return number  # too short for anything but an E.164 number, which has its "+"
+        text, start, end = candidate.string, candidate.start(), candidate.end()
+        left, right = text[start - 1 : start], text[end : end + 1]
+        window = left + number + right
+        for detector in NUMBER_DETECTORS:
+            window = detector.pattern.sub(lambda m, d=detector: self._replace(d, m), window)
+        return window[len(left) : len(window) - len(right)]
 
     def drain(self) -> list[tuple[str, str]]:
         """Fingerprints ``(kind, digest)`` found since the last call, in order of discovery."""
@@ -115,6 +157,7 @@ class Masker:
                 self._known[form] = masked
                 added = True
         if added:
+            self._memo.clear()  # texts masked before may hold the new value
             alternatives = sorted(self._known, key=len, reverse=True)
             self._known_pattern = re.compile(
                 "|".join(
