@@ -93,16 +93,8 @@ def append_audit_record(
     each other (on SQLite the IMMEDIATE transaction takes the database write lock instead).
     """
     payload = to_json_value(payload)
-    AuditChainHead.objects.get_or_create(
-        tenant=tenant,
-        defaults={
-            "sequence": 0,
-            "hash": GENESIS_HASH,
-            "signature": sign_link("head", tenant, 0, GENESIS_HASH),
-        },
-    )
     with transaction.atomic():
-        head = AuditChainHead.objects.select_for_update().get(tenant=tenant)
+        head = _locked_head(tenant)
         record = AuditRecord(
             request_id=request_id,
             tenant=tenant,
@@ -122,6 +114,22 @@ def append_audit_record(
             updated_at=timezone.now(),
         )
     return record
+
+
+def _locked_head(tenant: str) -> AuditChainHead:
+    head = AuditChainHead.objects.select_for_update().filter(tenant=tenant).first()
+    if head is None:
+        # A tenant's first record: create the head (a concurrent creator may win), then lock.
+        AuditChainHead.objects.get_or_create(
+            tenant=tenant,
+            defaults={
+                "sequence": 0,
+                "hash": GENESIS_HASH,
+                "signature": sign_link("head", tenant, 0, GENESIS_HASH),
+            },
+        )
+        head = AuditChainHead.objects.select_for_update().get(tenant=tenant)
+    return head
 
 
 @dataclass(frozen=True)
