@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextvars
 import json
+import logging
 import random
 import threading
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ _pinned_ids: contextvars.ContextVar[tuple[int, int] | None] = contextvars.Contex
     "harness_pinned_otel_ids", default=None
 )
 _lock = threading.Lock()
+logger = logging.getLogger(__name__)
 
 
 class RunIdGenerator(IdGenerator):
@@ -149,10 +151,18 @@ class StoredSpan:
 
 
 def export_span(stored: StoredSpan) -> None:
-    """Emit ``stored`` as an OTel span with its own ids. Never raises into the caller."""
+    """Emit ``stored`` as an OTel span with its own ids. Never raises into the caller: the
+    span is already stored, and telemetry must not fail a run."""
     telemetry = _telemetry
     if telemetry is None:
         return
+    try:
+        _export(telemetry, stored)
+    except Exception:
+        logger.exception("could not export span %s of %s", stored.span_id, stored.request_id)
+
+
+def _export(telemetry: Telemetry, stored: StoredSpan) -> None:
     trace_id = int(stored.request_id, 16)
     # A root span starts a trace of its own even inside a request or task span.
     context = Context()
