@@ -28,10 +28,16 @@ from harness.errors import HarnessError
 from harness.events import EventType, emit
 from harness.honesty import find_unreported_failures, honest_answer
 from harness.models import Run, RunStatus, Session
-from harness.tool_calls import CallScope, handle_tool_call, visible_tools
+from harness.sealing import seal, unseal
+from harness.tool_calls import (
+    CallScope,
+    declared_argument_pointers,
+    handle_tool_call,
+    visible_tools,
+)
 from tools.errors import ToolFilesInvalid
 from tools.services import get_tool_registry
-from traces.services import AuditKind, OpenSpan, SpanKind, SpanStatus, TraceRecorder
+from traces.services import AuditKind, OpenSpan, SpanKind, SpanStatus, TraceRecorder, under
 
 REPEATED_CALL_LIMIT = 3
 
@@ -84,10 +90,16 @@ def drive_run(run_id: str, driver: Driver) -> Run:
     Side effects: model calls, tool executions, the run row (status, messages, usage), its
     events, trace and callbacks. Never raises for a failure of the model, a tool or a policy:
     those end the run with a status and a message.
+
+    The model works on the clear conversation, read from the run's sealed (encrypted) working
+    copy; everything stored readable — the run's messages and answer, events, the trace — is
+    masked first. The returned run carries the clear answer in memory.
     """
     run = Run.objects.select_related("tenant", "session").get(id=run_id)
     tracer = TraceRecorder(run.request_id, run.tenant.slug)
-    resumed = bool(run.messages)
+    state = unseal(run.sealed, {})
+    run.clear_input = state.get("input", run.input)
+    resumed = bool(state.get("messages"))
     session_span = tracer.start(
         SpanKind.AGENT_SESSION,
         run.agent,
@@ -114,7 +126,7 @@ def drive_run(run_id: str, driver: Driver) -> Run:
         tracer=tracer,
         parent=session_span,
     )
-    messages = [Message.from_dict(m) for m in run.messages] or _opening(run)
+    messages = [Message.from_dict(m) for m in state.get("messages", [])] or _opening(run)
     run_start = _first_index_of_this_run(run, messages)
     while True:
         outcome = _guard(run, driver)
@@ -132,7 +144,7 @@ def drive_run(run_id: str, driver: Driver) -> Run:
             _run_tool_calls(run, scope, messages, pending, driver)
             continue
         outcome = _model_step(run, agent, scope, messages)
-        if not _checkpoint(run, messages, driver):
+        if not _checkpoint(run, messages, driver, tracer):
             tracer.end(session_span)
             return Run.objects.get(id=run.id)
         if outcome.status is not None:
@@ -143,14 +155,17 @@ def drive_run(run_id: str, driver: Driver) -> Run:
 
 
 def _opening(run: Run) -> list[Message]:
-    history = [Message.from_dict(m) for m in (run.session.messages if run.session else [])]
-    return [*history, Message(role="user", content=run.input)]
+    history = [Message.from_dict(m) for m in _session_history(run)]
+    return [*history, Message(role="user", content=run.clear_input)]
+
+
+def _session_history(run: Run) -> list[dict]:
+    return unseal(run.session.sealed_messages, []) if run.session else []
 
 
 def _first_index_of_this_run(run: Run, messages: list[Message]) -> int:
     """Where this run's own messages begin (after the session's earlier turns)."""
-    earlier = len(run.session.messages) if run.session else 0
-    return min(earlier, len(messages))
+    return min(len(_session_history(run)), len(messages))
 
 
 def _guard(run: Run, driver: Driver) -> StepOutcome | None:
@@ -238,18 +253,22 @@ def _model_step(
                 reason=StopReason.MODEL_ERROR,
             )
         _record_response(run, span, response)
-        tracer.audit(span, AuditKind.MODEL_RESPONSE, response.to_dict())
+        tracer.audit(
+            span,
+            AuditKind.MODEL_RESPONSE,
+            response.to_dict(),
+            sensitive=declared_argument_pointers(response.tool_calls, scope.registry),
+        )
     messages.append(response.to_message())
     if not response.tool_calls:
         return StepOutcome(
             RunStatus.SUCCEEDED, answer=response.text, reason=StopReason.FINAL_ANSWER
         )
     for call in response.tool_calls:
-        emit(
-            run.id,
-            EventType.TOOL_CALL_PROPOSED,
-            {"call_id": call.id, "tool": call.name, "arguments": call.arguments},
-        )
+        tool = scope.registry.get(call.name)
+        declared = under("/arguments", tool.sensitive.get("arguments")) if tool else {}
+        proposed = {"call_id": call.id, "tool": call.name, "arguments": call.arguments}
+        emit(run.id, EventType.TOOL_CALL_PROPOSED, tracer.mask(proposed, declared))
     if _repeats(messages):
         call = response.tool_calls[0]
         for pending in response.tool_calls:
@@ -342,17 +361,14 @@ def _run_tool_calls(
     for call in sorted(calls, key=lambda c: c.index):
         result, ok = handle_tool_call(call, scope)
         messages.append(result)
-        emit(
-            run.id,
-            EventType.TOOL_CALL_FINISHED,
-            {
-                "call_id": call.id,
-                "tool": call.name,
-                "ok": ok,
-                "error": None if ok else json.loads(result.content).get("error"),
-            },
-        )
-        if not _checkpoint(run, messages, driver):
+        finished = {
+            "call_id": call.id,
+            "tool": call.name,
+            "ok": ok,
+            "error": None if ok else json.loads(result.content).get("error"),
+        }
+        emit(run.id, EventType.TOOL_CALL_FINISHED, scope.tracer.mask(finished))
+        if not _checkpoint(run, messages, driver, scope.tracer):
             return
 
 
@@ -371,13 +387,18 @@ def _record_response(run: Run, span: OpenSpan, response: ModelResponse) -> None:
     )
 
 
-def _checkpoint(run: Run, messages: list[Message], driver: Driver) -> bool:
-    """Persist the conversation and renew the lease; False if another driver took the run."""
-    run.messages = [m.to_dict() for m in messages]
+def _checkpoint(run: Run, messages: list[Message], driver: Driver, tracer: TraceRecorder) -> bool:
+    """Persist the conversation (masked, and sealed in clear) and renew the lease.
+
+    False if another driver took the run.
+    """
+    clear = [m.to_dict() for m in messages]
+    run.messages = tracer.mask(clear)
     now = timezone.now()
     return (
         Run.objects.filter(id=run.id, lease_owner=driver.owner, status=RunStatus.RUNNING).update(
             messages=run.messages,
+            sealed=seal({"input": run.clear_input, "messages": clear}),
             steps=run.steps,
             model_route=run.model_route,
             prompt_tokens=run.prompt_tokens,
@@ -442,10 +463,12 @@ def finish_run(
         outcome.detail, messages[_first_index_of_this_run(run, messages) :]
     )
     now = timezone.now()
+    clear = [m.to_dict() for m in messages]
     Run.objects.filter(id=run.id).update(
         status=status,
-        answer=answer,
-        status_detail=outcome.detail,
+        answer=tracer.mask(answer),
+        status_detail=tracer.mask(outcome.detail),
+        sealed=seal({"input": run.clear_input, "messages": clear, "answer": answer}),
         stop_reason=outcome.reason,
         finished_at=now,
         updated_at=now,
@@ -454,7 +477,7 @@ def finish_run(
     )
     if run.session_id and messages:
         Session.objects.filter(id=run.session_id).update(
-            messages=[m.to_dict() for m in messages], updated_at=now
+            messages=tracer.mask(clear), sealed_messages=seal(clear), updated_at=now
         )
     with tracer.span(SpanKind.ACTION_RESPONSE, status, session_span, status=status) as span:
         span.set(answer=answer, detail=outcome.detail, stop_reason=outcome.reason)
@@ -468,10 +491,8 @@ def finish_run(
         session_span.fail(SpanStatus.ERROR)
     tracer.end(session_span)
     run.refresh_from_db()
-    emit(
-        run.id,
-        EventType.RUN_FINISHED,
-        {"status": status, "answer": answer, "stop_reason": outcome.reason},
-    )
-    webhooks.queue_run_event(run, f"run.{status}")
+    finished = {"status": status, "answer": answer, "stop_reason": outcome.reason}
+    emit(run.id, EventType.RUN_FINISHED, tracer.mask(finished))
+    webhooks.queue_run_event(run, f"run.{status}", answer=answer, mask=tracer.mask)
+    run.answer = answer  # clear in memory only; stored masked
     return run

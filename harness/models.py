@@ -81,8 +81,10 @@ class Session(models.Model):
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="sessions")
     agent = models.CharField(max_length=100)
     user_id = models.CharField(max_length=200)
-    # The conversation so far (system prompt excluded), in the gateway's message format.
+    # The conversation so far (system prompt excluded), in the gateway's message format:
+    # masked here, clear only in ``sealed_messages`` (encrypted).
     messages = models.JSONField(default=list)
+    sealed_messages = models.TextField(blank=True)
     # A summary of the first ``summary_covers`` messages, made when the context grew too long.
     summary = models.TextField(blank=True)
     summary_covers = models.PositiveIntegerField(default=0)
@@ -116,9 +118,11 @@ class Run(models.Model):
     model_route = models.CharField(max_length=200, blank=True)
     max_steps = models.PositiveIntegerField()
     steps = models.PositiveIntegerField(default=0)
-    # The conversation in the gateway's internal message format: the checkpoint a worker
-    # resumes from after another one died.
+    # The conversation in the gateway's internal message format, masked (for people). The
+    # checkpoint a worker resumes from is ``sealed``: the clear input, messages and answer,
+    # encrypted (harness.sealing).
     messages = models.JSONField(default=list)
+    sealed = models.TextField(blank=True)
     prompt_tokens = models.PositiveIntegerField(default=0)
     completion_tokens = models.PositiveIntegerField(default=0)
     callback_url = models.URLField(max_length=2000, blank=True)
@@ -190,7 +194,8 @@ class WebhookDelivery(models.Model):
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="deliveries")
     event_type = models.CharField(max_length=60)
     url = models.URLField(max_length=2000)
-    payload = models.JSONField()
+    payload = models.JSONField()  # masked, for people; what is sent is ``sealed_payload``
+    sealed_payload = models.TextField(blank=True)
     status = models.CharField(
         max_length=12, choices=DeliveryStatus.choices, default=DeliveryStatus.PENDING
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import hmac
 import secrets
@@ -22,6 +23,8 @@ from harness.errors import SessionBusy, SessionMismatch, SessionNotFound, Unknow
 from harness.events import EventType, emit
 from harness.loop import Driver, claim_run, drive_run
 from harness.models import TERMINAL_STATUSES, ApiKey, Run, RunMode, RunStatus, Session, Tenant
+from harness.sealing import seal
+from traces.services import mask_for_storage
 
 API_KEY_PREFIX = "hk_"
 
@@ -112,15 +115,18 @@ def create_run(tenant: Tenant, request: RunRequest) -> tuple[Run, bool]:
         webhooks.check_callback_url(request.callback_url)
     session = _session_for(tenant, agent.name, request)
     deadline_s = request.deadline_s or agent.deadline_s or settings.HARNESS_DEFAULT_DEADLINE_S
+    request_id = uuid.uuid4().hex
     try:
         with transaction.atomic():
             run = Run.objects.create(
-                request_id=uuid.uuid4().hex,
+                request_id=request_id,
                 tenant=tenant,
                 session=session,
                 agent=agent.name,
                 user_id=request.user_id,
-                input=request.input,
+                # Readable copy masked; the clear input only sealed, for the loop.
+                input=mask_for_storage(request_id, tenant.slug, request.input),
+                sealed=seal({"input": request.input}),
                 mode=request.mode,
                 max_steps=min(request.max_steps or agent.max_steps, agent.max_steps),
                 deadline_at=timezone.now() + timedelta(seconds=deadline_s),
@@ -175,7 +181,9 @@ def drive_inline(run_id: uuid.UUID, deadline_s: float | None) -> Run:
             with _inline_lock:
                 _inline_threads.discard(thread)
 
-    thread = threading.Thread(target=drive, name=f"run-{run_id}", daemon=True)
+    # The caller's context (its OpenTelemetry span among it) goes with the run to the thread.
+    context = contextvars.copy_context()
+    thread = threading.Thread(target=context.run, args=(drive,), name=f"run-{run_id}", daemon=True)
     with _inline_lock:
         _inline_threads.add(thread)
     thread.start()

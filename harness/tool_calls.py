@@ -21,7 +21,7 @@ from tools.services import (
     find_violations,
     summarize_violations,
 )
-from traces.services import AuditKind, OpenSpan, SpanKind, SpanStatus, TraceRecorder
+from traces.services import AuditKind, OpenSpan, SpanKind, SpanStatus, TraceRecorder, under
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,16 @@ def visible_tools(
         if tool and tool.enabled and policy.authorize_scopes(tenant, user, tool.access).allowed:
             tools.append(tool)
     return tools
+
+
+def declared_argument_pointers(calls: list[ToolCall], registry: ToolRegistry) -> dict[str, str]:
+    """The tool files' sensitive argument fields, as pointers into a model response's calls."""
+    pointers: dict[str, str] = {}
+    for position, call in enumerate(calls):
+        tool = registry.get(call.name)
+        if tool is not None:
+            pointers |= under(f"/tool_calls/{position}/arguments", tool.sensitive.get("arguments"))
+    return pointers
 
 
 def handle_tool_call(call: ToolCall, scope: CallScope) -> tuple[Message, bool]:
@@ -125,6 +135,8 @@ def _execute(call: ToolCall, tool: ToolDefinition, scope: CallScope) -> tuple[Me
                 "duration_ms": outcome.duration_ms,
                 "idempotency_key": context.idempotency_key,
             },
+            sensitive=under("/arguments", tool.sensitive.get("arguments"))
+            | under("/result", tool.sensitive.get("result")),
         )
     if outcome.error:
         return _tool_message(call, error=outcome.error), False

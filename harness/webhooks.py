@@ -14,6 +14,7 @@ import ipaddress
 import json
 import socket
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
@@ -27,6 +28,8 @@ from standardwebhooks.webhooks import Webhook
 from harness.dispatch import enqueue_delivery
 from harness.errors import ErrorCode, HarnessError
 from harness.models import DeliveryStatus, Run, WebhookAttempt, WebhookDelivery
+from harness.sealing import seal, unseal
+from traces.services import mask_for_storage
 
 # Deliveries stuck in "sending" this long (a worker died mid-attempt) are tried again.
 SENDING_TIMEOUT_S = 300
@@ -62,8 +65,18 @@ def check_callback_url(url: str) -> None:
             raise UnsafeCallbackUrl(url, f"it resolves to a non-public address ({address})")
 
 
-def queue_run_event(run: Run, event_type: str, extra: dict[str, Any] | None = None) -> None:
-    """Record a delivery of ``event_type`` for the run (if it has a callback) and send it."""
+def queue_run_event(
+    run: Run,
+    event_type: str,
+    extra: dict[str, Any] | None = None,
+    answer: str | None = None,
+    mask: Callable[[Any], Any] | None = None,
+) -> None:
+    """Record a delivery of ``event_type`` for the run (if it has a callback) and send it.
+
+    The receiver gets the clear payload (``answer`` when the caller has it in clear); only a
+    masked copy is stored readable, the clear one sealed.
+    """
     if not run.callback_url:
         return
     payload = {
@@ -75,17 +88,20 @@ def queue_run_event(run: Run, event_type: str, extra: dict[str, Any] | None = No
             "agent": run.agent,
             "user": run.user_id,
             "status": run.status,
-            "answer": run.answer,
+            "answer": run.answer if answer is None else answer,
             "stop_reason": run.stop_reason,
             "links": {"self": f"/api/v1/runs/{run.id}", "trace": f"/api/v1/runs/{run.id}/trace"},
             **(extra or {}),
         },
     }
+    payload = json.loads(json.dumps(payload, cls=DjangoJSONEncoder))
+    masked = mask(payload) if mask else mask_for_storage(run.request_id, run.tenant.slug, payload)
     delivery = WebhookDelivery.objects.create(
         run=run,
         event_type=event_type,
         url=run.callback_url,
-        payload=json.loads(json.dumps(payload, cls=DjangoJSONEncoder)),
+        payload=masked,
+        sealed_payload=seal(payload),
         next_attempt_at=timezone.now(),
     )
     enqueue_delivery(delivery.id)
@@ -159,7 +175,8 @@ def _post(delivery: WebhookDelivery) -> tuple[int | None, str, float]:
     started = time.perf_counter()
     try:
         check_callback_url(delivery.url)
-        body = json.dumps(delivery.payload, separators=(",", ":"), ensure_ascii=False)
+        payload = unseal(delivery.sealed_payload, delivery.payload)
+        body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
         sent_at = timezone.now()
         signature = Webhook(delivery.run.tenant.webhook_secret).sign(
             str(delivery.id), sent_at, body

@@ -1,7 +1,14 @@
 from django.contrib import admin
 from django.http import HttpRequest
 
-from traces.models import AuditRecord, Span
+from traces.models import (
+    AuditChainHead,
+    AuditCheckpoint,
+    AuditRecord,
+    Fingerprint,
+    RetentionPolicy,
+    Span,
+)
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -26,6 +33,28 @@ class SpanAdmin(ReadOnlyAdmin):
 
 @admin.register(AuditRecord)
 class AuditRecordAdmin(ReadOnlyAdmin):
-    list_display = ["request_id", "kind", "span_id", "created_at"]
+    list_display = ["tenant", "sequence", "request_id", "kind", "span_id", "created_at"]
     list_filter = ["kind", "tenant"]
     search_fields = ["=request_id"]
+
+
+@admin.register(AuditChainHead)
+class AuditChainHeadAdmin(ReadOnlyAdmin):
+    list_display = ["tenant", "sequence", "hash", "updated_at"]
+
+
+@admin.register(AuditCheckpoint)
+class AuditCheckpointAdmin(ReadOnlyAdmin):
+    list_display = ["tenant", "sequence", "hash", "deleted_before", "updated_at"]
+
+
+@admin.register(Fingerprint)
+class FingerprintAdmin(ReadOnlyAdmin):
+    list_display = ["tenant", "request_id", "kind", "digest", "created_at"]
+    list_filter = ["kind", "tenant"]
+    search_fields = ["=request_id"]
+
+
+@admin.register(RetentionPolicy)
+class RetentionPolicyAdmin(admin.ModelAdmin):
+    list_display = ["tenant", "days"]

@@ -2,7 +2,10 @@
 
 from typing import Any
 
-from traces.models import AuditRecord, Span
+from django.conf import settings
+
+from traces.masking import FINGERPRINTED_KINDS, fingerprint, normalize
+from traces.models import AuditRecord, Fingerprint, Span
 
 
 def list_spans(request_id: str) -> list[Span]:
@@ -35,3 +38,28 @@ def get_trace(request_id: str) -> dict[str, Any]:
             for span in list_spans(request_id)
         ],
     }
+
+
+def identifier_digests(value: str) -> dict[str, str]:
+    """The fingerprint ``value`` would have as each kind it can be: ``{digest: kind}``."""
+    key = settings.HARNESS_FINGERPRINT_KEY.encode()
+    digests = {}
+    for kind in FINGERPRINTED_KINDS:
+        normalized = normalize(kind, value)
+        if normalized:
+            digests[fingerprint(key, kind, normalized)] = kind
+    return digests
+
+
+def find_runs_by_identifier(tenant: str, value: str) -> list[str]:
+    """Request ids of ``tenant``'s runs that touched ``value`` (a phone number, e-mail, ID…),
+    newest first. The value itself is stored nowhere: its keyed fingerprint is compared."""
+    digests = identifier_digests(value)
+    if not digests:
+        return []
+    rows = (
+        Fingerprint.objects.filter(tenant=tenant, digest__in=list(digests))
+        .order_by("-created_at")
+        .values_list("request_id", flat=True)
+    )
+    return list(dict.fromkeys(rows))

@@ -1,6 +1,42 @@
-"""The trace store's public face: other apps record through a ``TraceRecorder``."""
+"""The trace store's public face: other apps record through a ``TraceRecorder``.
 
+Masking for other apps' own storage (a run's input, conversation checkpoint and answer) goes
+through ``TraceRecorder.mask`` during a run, or ``mask_for_storage`` before one has started.
+"""
+
+from collections.abc import Mapping
+from typing import Any
+
+from traces.chain import ChainReport, verify_chain
+from traces.masking import under
 from traces.models import AuditKind, SpanKind, SpanStatus
-from traces.recorder import OpenSpan, TraceRecorder
+from traces.recorder import OpenSpan, TraceRecorder, new_masker, store_fingerprints
+from traces.retention import RetentionReport, delete_expired_traces
 
-__all__ = ["AuditKind", "OpenSpan", "SpanKind", "SpanStatus", "TraceRecorder"]
+__all__ = [
+    "AuditKind",
+    "ChainReport",
+    "OpenSpan",
+    "RetentionReport",
+    "SpanKind",
+    "SpanStatus",
+    "TraceRecorder",
+    "delete_expired_traces",
+    "mask_for_storage",
+    "under",
+    "verify_chain",
+]
+
+
+def mask_for_storage(
+    request_id: str, tenant: str, value: Any, sensitive: Mapping[str, str] | None = None
+) -> Any:
+    """A masked copy of ``value`` that may be stored; fingerprints are kept for the trace.
+
+    Side effect: the fingerprints of what was masked are stored under ``request_id``.
+    Idempotent: masking a masked value changes nothing.
+    """
+    masker = new_masker()
+    masked = masker.mask(value, sensitive)
+    store_fingerprints(request_id, tenant, masker)
+    return masked

@@ -1,6 +1,7 @@
 from rest_framework import serializers
 
 from harness.models import Run, RunMode, RunStatus
+from harness.sealing import unseal
 
 
 class RunCreateSerializer(serializers.Serializer):
@@ -18,6 +19,7 @@ class RunCreateSerializer(serializers.Serializer):
 
 class RunSerializer(serializers.ModelSerializer):
     user = serializers.CharField(source="user_id")
+    answer = serializers.SerializerMethodField()
     usage = serializers.SerializerMethodField()
     links = serializers.SerializerMethodField()
 
@@ -44,6 +46,10 @@ class RunSerializer(serializers.ModelSerializer):
             "links",
         ]
         read_only_fields = fields
+
+    def get_answer(self, run: Run) -> str:
+        """The tenant's own client gets the clear answer (stored sealed); people see it masked."""
+        return unseal(run.sealed, {}).get("answer", run.answer)
 
     def get_usage(self, run: Run) -> dict[str, int]:
         return {

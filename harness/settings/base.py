@@ -11,6 +11,7 @@ from pathlib import Path
 import dj_database_url
 
 from harness.settings.env import (
+    derive_key,
     env_bool,
     env_float,
     env_int,
@@ -213,6 +214,31 @@ HARNESS_WEBHOOK_RETRY_SCHEDULE_S = [
 HARNESS_WEBHOOK_ALLOWED_NETWORKS = env_list("HARNESS_WEBHOOK_ALLOWED_NETWORKS")
 
 CASBIN_MODEL = str(BASE_DIR / "policy" / "rbac_with_domains.conf")
+
+# --- Traces: masking, audit chain, retention, OpenTelemetry ---------------------------------
+# Keys default to ones derived from SECRET_KEY; set them explicitly in production, because
+# rotating SECRET_KEY would otherwise orphan every stored fingerprint and checkpoint signature.
+HARNESS_FINGERPRINT_KEY = env_str("HARNESS_FINGERPRINT_KEY") or derive_key(
+    SECRET_KEY, "harness.fingerprint"
+)
+HARNESS_AUDIT_CHECKPOINT_KEY = env_str("HARNESS_AUDIT_CHECKPOINT_KEY") or derive_key(
+    SECRET_KEY, "harness.audit-checkpoint"
+)
+HARNESS_TRACE_RETENTION_DAYS = env_int("HARNESS_TRACE_RETENTION_DAYS", 365, minimum=1)
+HARNESS_TRACE_RETENTION_BATCH = env_int("HARNESS_TRACE_RETENTION_BATCH", 500, minimum=1)
+# OTLP/HTTP: the per-signal endpoint is used as is, the base endpoint gets /v1/traces.
+_OTEL_BASE = env_str("OTEL_EXPORTER_OTLP_ENDPOINT").rstrip("/")
+HARNESS_OTEL_TRACES_ENDPOINT = env_str("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or (
+    f"{_OTEL_BASE}/v1/traces" if _OTEL_BASE else ""
+)
+HARNESS_OTEL_SERVICE_NAME = env_str("OTEL_SERVICE_NAME", "harness")
+HARNESS_OTEL_CAPTURE_CONTENT = env_bool("HARNESS_OTEL_CAPTURE_CONTENT", default=True)
+CELERY_BEAT_SCHEDULE["traces.delete_expired_traces"] = {
+    "task": "traces.delete_expired_traces",
+    "schedule": env_float("HARNESS_TRACE_RETENTION_INTERVAL_S", 3600.0, minimum=1.0),
+}
+# Encrypts the clear working copy of runs (the readable copies are masked).
+HARNESS_SEALING_KEY = env_str("HARNESS_SEALING_KEY") or derive_key(SECRET_KEY, "harness.sealing")
 
 LOGGING = {
     "version": 1,

@@ -5,6 +5,8 @@ naming the variable, instead of surfacing later as a confusing runtime error. Se
 from a file named by ``<NAME>_FILE`` (Docker and Kubernetes secrets).
 """
 
+import hashlib
+import hmac
 import os
 from pathlib import Path
 
@@ -71,3 +73,8 @@ def env_list(name: str, separator: str = ",") -> list[str]:
 def env_paths(name: str) -> list[Path]:
     """Folders separated by ``os.pathsep``, as PATH is."""
     return [Path(item).expanduser() for item in env_list(name, separator=os.pathsep)]
+
+
+def derive_key(secret: str, purpose: str) -> str:
+    """A key for ``purpose`` derived from ``secret`` (HMAC-SHA256), so one secret can seed many."""
+    return hmac.new(secret.encode(), purpose.encode(), hashlib.sha256).hexdigest()

@@ -1,0 +1,174 @@
+"""Benchmarks of the trace store: masking throughput and the cost of one step's audit records.
+
+    .venv/bin/python bench/traces.py [--mb 4] [--steps 300]
+
+Runs on a throw-away SQLite database (or on ``DATABASE_URL`` if set: use a database of your
+own). Prints figures; asserts nothing about speed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+PROSE = [
+    "The customer says the parcel for order ORD-55213 has been stuck in customs for a week.",
+    "工单 T-20250318-007 自创建以来一直处于未分配状态、所在的 billing 队列没有人认领。",
+    "Invoice INV-2025-0318 was charged twice; please refund the duplicate charge.",
+    "Assigned to agent-li at 2026-11-30T02:28:00.123456+00:00 with priority normal.",
+    "请尽快跟进、客户已经多次来电询问退款进度。",
+]
+PII = [
+    "call him on 13812345678",
+    "手机 139 1234 5678",
+    "or +34 612 34 56 78",
+    "mail zhang.wei@example.com",
+    "ID 11010519491231002X",
+    "card 4111 1111 1111 1111",
+    "IBAN DE89 3704 0044 0532 0130 00",
+    "token eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ6aGFuZyJ9.c2lnbmF0dXJl",
+    "key sk-proj-A1b2C3d4E5f6G7h8I9j0K1l2M3n4",
+    "Authorization: Bearer abcdEFGH1234ijklMNOP5678",
+]
+
+
+def corpus(megabytes: float, pii_share: float, seed: int = 7) -> list[str]:
+    """Documents of a few hundred bytes to a few KB: prose, JSON tool results, some PII."""
+    rng = random.Random(seed)
+    documents, size = [], 0
+    while size < megabytes * 1_000_000:
+        parts = [rng.choice(PROSE) for _ in range(rng.randint(2, 12))]
+        if rng.random() < pii_share:
+            parts.insert(rng.randrange(len(parts)), rng.choice(PII))
+        text = " ".join(parts)
+        if rng.random() < 0.4:
+            text = json.dumps(
+                {"ok": True, "result": {"ticket_id": "T-20250318-007", "body": text, "n": 3}},
+                ensure_ascii=False,
+            )
+        documents.append(text)
+        size += len(text.encode())
+    return documents
+
+
+def bench_masking(megabytes: float) -> None:
+    from traces.masking import Masker
+
+    print("masking throughput (Masker.mask_text, UTF-8 bytes in):")
+    for share in (0.0, 0.3, 1.0):
+        documents = corpus(megabytes, share)
+        total = sum(len(d.encode()) for d in documents)
+        masker = Masker(b"bench-key")
+        started = time.perf_counter()
+        for document in documents:
+            masker.mask_text(document)
+        elapsed = time.perf_counter() - started
+        print(
+            f"  {share:>4.0%} of documents with PII: {total / elapsed / 1e6:6.2f} MB/s "
+            f"({total / 1e6:.1f} MB, {len(documents)} documents)"
+        )
+    documents = corpus(megabytes, 0.3)
+    payload = [{"role": "user", "content": d, "meta": {"n": i}} for i, d in enumerate(documents)]
+    total = len(json.dumps(payload, ensure_ascii=False).encode())
+    masker = Masker(b"bench-key")
+    started = time.perf_counter()
+    masker.mask(payload)
+    elapsed = time.perf_counter() - started
+    print(f"  JSON walk (Masker.mask), 30% PII: {total / elapsed / 1e6:6.2f} MB/s")
+
+
+def step_payloads(step: int) -> tuple[dict, dict, dict]:
+    """What one model step with one tool call writes: request, response, tool I/O."""
+    messages = [{"role": "system", "content": "You are a support operations assistant. " * 8}]
+    for i in range(step):
+        messages.append({"role": "assistant", "content": "", "tool_calls": [{"id": f"c{i}"}]})
+        messages.append({"role": "tool", "content": json.dumps({"ok": True, "n": i})})
+    messages.append({"role": "user", "content": PROSE[0] + " " + PII[0]})
+    request = {
+        "route": "scripted:demo",
+        "messages": messages,
+        "tools": [
+            {"name": f"tool_{i}", "description": "x" * 80, "parameters": {}} for i in range(4)
+        ],
+    }
+    response = {
+        "text": "",
+        "tool_calls": [{"id": "c", "name": "get_customer", "arguments": {"customer_id": "C-1"}}],
+        "finish_reason": "tool_calls",
+        "usage": {"prompt_tokens": 420, "completion_tokens": 12},
+    }
+    tool_io = {
+        "tool": "get_customer",
+        "call_id": "c",
+        "arguments": {"customer_id": "C-1001"},
+        "result": {"name": "Zhang Wei", "phone": "13812345678", "email": "zhang.wei@example.com"},
+        "error": None,
+        "duration_ms": 1.2,
+        "idempotency_key": "run:c",
+    }
+    return request, response, tool_io
+
+
+def bench_audit(steps: int) -> None:
+    import uuid
+
+    from traces.recorder import TraceRecorder
+
+    sensitive = {"/result/name": "name", "/result/phone": "phone", "/result/email": "email"}
+    recorder = TraceRecorder(uuid.uuid4().hex, "bench")
+    timings, masking = [], []
+    for step in range(steps):
+        request, response, tool_io = step_payloads(step % 6)
+        span = recorder.start("model_call", f"step {step}")
+        started = time.perf_counter()
+        recorder.audit(span, "model_request", request)
+        recorder.audit(span, "model_response", response)
+        recorder.audit(span, "tool_io", tool_io, sensitive=sensitive)
+        timings.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        recorder.masker.mask(request)
+        recorder.masker.mask(response)
+        recorder.masker.mask(tool_io, sensitive)
+        masking.append(time.perf_counter() - started)
+    timings.sort()
+    print(f"one step's audit records (model_request + model_response + tool_io), {steps} steps:")
+    p50, p95 = timings[len(timings) // 2], timings[int(len(timings) * 0.95)]
+    print(
+        f"  mean {statistics.mean(timings) * 1e6:8.0f} µs   p50 {p50 * 1e6:8.0f} µs"
+        f"   p95 {p95 * 1e6:8.0f} µs"
+    )
+    print(f"  of which masking: mean {statistics.mean(masking) * 1e6:6.0f} µs")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mb", type=float, default=4.0, help="corpus size per run (MB)")
+    parser.add_argument("--steps", type=int, default=300)
+    args = parser.parse_args()
+    if not os.environ.get("DATABASE_URL"):
+        os.environ["HARNESS_VAR_DIR"] = tempfile.mkdtemp(prefix="harness-bench-")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "harness.settings.base")
+    os.environ.setdefault("HARNESS_LOG_LEVEL", "WARNING")
+    import django
+    from django.core.management import call_command
+    from django.db import connection
+
+    django.setup()
+    call_command("migrate", verbosity=0)
+    print(f"database: {connection.vendor}; python {sys.version.split()[0]}")
+    bench_masking(args.mb)
+    bench_audit(args.steps)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,19 @@
+"""A tool that only tests load: it hands back payment details full of personal data, some of
+its fields declared sensitive in its tool file and some only findable by the detectors."""
+
+from typing import Any
+
+from tests.traces import pii
+
+
+def lookup_payment(arguments: dict[str, Any], context: Any) -> dict[str, Any]:
+    return {
+        "holder": arguments["holder"],
+        "national_id": pii.NATIONAL_ID,
+        "card": pii.CARD,
+        "statement": (
+            f"Refunds go to IBAN {pii.IBAN}; bank API token {pii.JWT}; "
+            f"signing key {pii.PRIVATE_KEY}; portal {pii.PASSWORD}"
+        ),
+        "order_id": "ORD-55213",
+    }

@@ -1,0 +1,109 @@
+"""What each kind of sensitive value becomes when stored, and how it is fingerprinted.
+
+| kind        | stored as                        | fingerprinted |
+|-------------|----------------------------------|---------------|
+| phone       | ``138****5678``, ``+34*****5678`` | yes           |
+| email       | ``z***@example.com``             | yes           |
+| national_id | ``[national_id:1a2b3c4d]``       | yes (only)    |
+| card        | ``****1234``                     | yes           |
+| iban        | ``DE****3000``                   | yes           |
+| name        | ``Z**** W**``, ``张*``           | yes           |
+| address     | ``[address:1a2b3c4d]``           | yes (only)    |
+| secrets     | ``[<kind> removed]``             | no            |
+
+An address has no partial form that is safe across countries (the street and number are the
+identifying part wherever they are written), so like a national ID it is kept as a fingerprint
+only. Secrets (API keys, JWTs, bearer tokens, private keys, passwords) are not identifiers of
+people and are not fingerprinted: nobody needs to find runs by them, and even a keyed digest
+of a secret is something to guess against.
+
+A fingerprint is ``HMAC-SHA256(key, "<kind>:<normalised value>")``: the same phone number
+written ``13812345678``, ``138 1234 5678`` or ``+86 138-1234-5678`` has one fingerprint, and
+without the key nobody can test a guess against the stored digests.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+
+from traces.masking.detectors import SECRET_KINDS
+
+FINGERPRINTED_KINDS = ("phone", "email", "national_id", "card", "iban", "name", "address")
+DECLARABLE_KINDS = ("phone", "email", "national_id", "card", "secret", "name", "address")
+
+_CN_MOBILE = re.compile(r"1[3-9]\d{9}")
+_SPACES = re.compile(r"\s+")
+
+
+def fingerprint(key: bytes, kind: str, normalized: str) -> str:
+    return hmac.new(key, f"{kind}:{normalized}".encode(), hashlib.sha256).hexdigest()
+
+
+def normalize(kind: str, value: str) -> str | None:
+    """The canonical form fingerprints are taken of; None if ``value`` cannot be of ``kind``."""
+    value = value.strip()
+    if not value:
+        return None
+    if kind == "phone":
+        return _normalize_phone(value)
+    if kind == "email":
+        return value.lower() if "@" in value else None
+    if kind in ("national_id", "iban"):
+        compact = value.replace(" ", "").replace("-", "").upper()
+        return compact if len(compact) >= 6 else None
+    if kind == "card":
+        digits = re.sub(r"\D", "", value)
+        return digits if 12 <= len(digits) <= 19 else None
+    if kind in ("name", "address"):
+        return _SPACES.sub(" ", value).casefold()
+    return None
+
+
+def _normalize_phone(value: str) -> str | None:
+    international = value.startswith(("+", "00"))
+    digits = re.sub(r"\D", "", value)
+    if value.startswith("00"):
+        digits = digits[2:]
+    if len(digits) < 7:
+        return None
+    if not international and _CN_MOBILE.fullmatch(digits):
+        return "+86" + digits
+    return ("+" if international else "") + digits
+
+
+def mask(kind: str, value: str, digest: str) -> str:
+    """The stored form of ``value``; ``digest`` is its fingerprint (for fingerprint-only kinds)."""
+    if kind in SECRET_KINDS:
+        return f"[{kind} removed]"
+    if kind == "phone":
+        return _mask_phone(value)
+    if kind == "email":
+        local, _, domain = value.rpartition("@")
+        return f"{local[:1]}***@{domain}" if local else "***"
+    if kind == "card":
+        digits = re.sub(r"\D", "", value)
+        return f"****{digits[-4:]}" if len(digits) > 4 else "****"
+    if kind == "iban":
+        compact = value.replace(" ", "")
+        return f"{compact[:2]}****{compact[-4:]}"
+    if kind == "name":
+        return " ".join(word[:1] + "*" * (len(word) - 1) for word in value.split())
+    # national_id, address and anything else: the fingerprint only.
+    return f"[{kind}:{digest[:8]}]"
+
+
+def _mask_phone(value: str) -> str:
+    digits = re.sub(r"\D", "", value)
+    if value.startswith("00"):
+        digits = digits[2:]
+    international = value.startswith(("+", "00"))
+    if international and digits.startswith("86") and _CN_MOBILE.fullmatch(digits[2:]):
+        national = digits[2:]
+        return f"+86 {national[:3]}****{national[-4:]}"
+    if len(digits) < 8:
+        return "*" * len(digits)
+    if international:
+        return f"+{digits[:2]}{'*' * (len(digits) - 6)}{digits[-4:]}"
+    return f"{digits[:3]}{'*' * (len(digits) - 7)}{digits[-4:]}"
