@@ -114,9 +114,11 @@ def _step(run: Run, agent: AgentSpec, scope: CallScope, messages: list[Message])
             },
         )
         try:
-            response = complete(agent.model or None, messages, specs)
+            response = complete(
+                agent.model or None, messages, specs, fallbacks=agent.fallback_models
+            )
         except GatewayError as exc:
-            span.fail(error_code=str(exc.code), error=exc.message)
+            span.fail(error_code=str(exc.code), error=exc.message, attempts=exc.attempts)
             return StepOutcome(
                 RunStatus.FAILED, detail=f"The model could not be reached: {exc.message}"
             )
@@ -144,6 +146,8 @@ def _record_response(run: Run, span: OpenSpan, response: ModelResponse) -> None:
         prompt_tokens=usage.prompt_tokens,
         completion_tokens=usage.completion_tokens,
         tool_calls=[c.name for c in response.tool_calls],
+        attempts=response.attempts,
+        cost_usd=response.cost_usd,
     )
 
 

@@ -14,6 +14,7 @@ from harness.settings.env import (
     env_bool,
     env_float,
     env_int,
+    env_json,
     env_list,
     env_paths,
     env_str,
@@ -180,6 +181,16 @@ HARNESS_DEFAULT_MAX_STEPS = env_int("HARNESS_DEFAULT_MAX_STEPS", 10, minimum=1)
 HARNESS_TOOL_TIMEOUT_S = env_float("HARNESS_TOOL_TIMEOUT_S", 30.0, minimum=0.1)
 HARNESS_BASE_URL = env_str("HARNESS_BASE_URL", "http://127.0.0.1:8000")
 
+# --- Model gateway: named routes (README "Model routes and providers") ------------------------
+HARNESS_ROUTES = env_json("HARNESS_ROUTES", {})
+for _options in HARNESS_ROUTES.values() if isinstance(HARNESS_ROUTES, dict) else ():
+    if isinstance(_options, dict) and isinstance(_options.get("api_key_env"), str):
+        _options["api_key"] = env_str(_options["api_key_env"])
+OPENAI_API_KEY = env_str("OPENAI_API_KEY")
+OPENAI_BASE_URL = env_str("OPENAI_BASE_URL")
+ANTHROPIC_API_KEY = env_str("ANTHROPIC_API_KEY")
+ANTHROPIC_BASE_URL = env_str("ANTHROPIC_BASE_URL")
+
 CASBIN_MODEL = str(BASE_DIR / "policy" / "rbac_with_domains.conf")
 
 LOGGING = {
@@ -189,5 +200,6 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("HARNESS_LOG_LEVEL", "INFO")},
     # pycasbin logs the whole model and policy at INFO on every load.
-    "loggers": {"casbin": {"level": "WARNING"}},
+    # httpx2 (the model SDKs' transport) logs every request at INFO.
+    "loggers": {"casbin": {"level": "WARNING"}, "httpx2": {"level": "WARNING"}},
 }

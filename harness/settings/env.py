@@ -5,8 +5,10 @@ naming the variable, instead of surfacing later as a confusing runtime error. Se
 from a file named by ``<NAME>_FILE`` (Docker and Kubernetes secrets).
 """
 
+import json
 import os
 from pathlib import Path
+from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -71,3 +73,14 @@ def env_list(name: str, separator: str = ",") -> list[str]:
 def env_paths(name: str) -> list[Path]:
     """Folders separated by ``os.pathsep``, as PATH is."""
     return [Path(item).expanduser() for item in env_list(name, separator=os.pathsep)]
+
+
+def env_json(name: str, default: Any) -> Any:
+    """A JSON value, from the variable or from the file named by ``NAME_FILE``."""
+    raw = env_str(name)
+    if not raw.strip():
+        return default
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ImproperlyConfigured(f"{name} is not valid JSON: {exc}") from exc
