@@ -31,6 +31,7 @@ class Reply:
     stall_s: float = 0.0  # wait this long (or until the server closes) before answering
     pause_after: int | None = None  # after this many events, wait for ``resume``
     resume: threading.Event | None = None
+    resumed: bool | None = None  # whether ``resume`` was set before the pause timed out
 
 
 @dataclass
@@ -49,7 +50,7 @@ class FakeProvider:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
         self._server.block_on_close = False
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.02,), daemon=True)
         self._thread.start()
 
     @property
@@ -111,7 +112,7 @@ def _handler(fake: FakeProvider) -> type[BaseHTTPRequestHandler]:
                     self.connection.shutdown(socket.SHUT_RDWR)
                     return
                 if reply.pause_after == number and reply.resume is not None:
-                    reply.resume.wait(5)
+                    reply.resumed = reply.resume.wait(5)
             self.wfile.write(b"0\r\n\r\n")
 
         def _chunk(self, data: bytes) -> None:
