@@ -78,8 +78,13 @@ def test_the_request_carries_system_tool_use_and_tool_result_blocks(anthropic_se
     )
     messages = [
         *CONVERSATION,
-        Message(role="assistant", content="Looking.", tool_calls=calls,
-                reasoning="Two tickets.", reasoning_signature="sig-1"),  # fmt: skip
+        Message(
+            role="assistant",
+            content="Looking.",
+            tool_calls=calls,
+            reasoning="Two tickets.",
+            reasoning_signature="sig-1",
+        ),
         Message(role="tool", content='{"ok": true}', tool_call_id="toolu_1", name="get_ticket"),
         Message(role="tool", content='{"ok": false}', tool_call_id="toolu_2", is_error=True),
         Message(role="user", content="Thanks", images=("data:image/png;base64,iVBORw0K",)),
@@ -107,23 +112,37 @@ def test_the_request_carries_system_tool_use_and_tool_result_blocks(anthropic_se
             "content": [
                 {"type": "thinking", "thinking": "Two tickets.", "signature": "sig-1"},
                 {"type": "text", "text": "Looking."},
-                {"type": "tool_use", "id": "toolu_1", "name": "get_ticket",
-                 "input": {"ticket_id": "T-1"}},
-                {"type": "tool_use", "id": "toolu_2", "name": "get_ticket",
-                 "input": {"ticket_id": "T-2"}},
+                {
+                    "type": "tool_use",
+                    "id": "toolu_1",
+                    "name": "get_ticket",
+                    "input": {"ticket_id": "T-1"},
+                },
+                {
+                    "type": "tool_use",
+                    "id": "toolu_2",
+                    "name": "get_ticket",
+                    "input": {"ticket_id": "T-2"},
+                },
             ],
-        },  # fmt: skip
+        },
         {
             "role": "user",
             "content": [
                 {"type": "tool_result", "tool_use_id": "toolu_1", "content": '{"ok": true}'},
-                {"type": "tool_result", "tool_use_id": "toolu_2", "content": '{"ok": false}',
-                 "is_error": True},
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_2",
+                    "content": '{"ok": false}',
+                    "is_error": True,
+                },
                 {"type": "text", "text": "Thanks"},
-                {"type": "image", "source": {"type": "base64", "media_type": "image/png",
-                                             "data": "iVBORw0K"}},
+                {
+                    "type": "image",
+                    "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0K"},
+                },
             ],
-        },  # fmt: skip
+        },
     ]
 
 
@@ -173,8 +192,9 @@ def test_text_before_a_call_and_thinking_are_streamed_to_the_listener(anthropic_
             block_start(1, {"type": "text", "text": ""}),
             block_delta(1, {"type": "text_delta", "text": "Checking T-1."}),
             block_stop(1),
-            block_start(2, {"type": "tool_use", "id": "toolu_a", "name": "get_ticket",
-                            "input": {}}),  # fmt: skip
+            block_start(
+                2, {"type": "tool_use", "id": "toolu_a", "name": "get_ticket", "input": {}}
+            ),
             block_delta(2, {"type": "input_json_delta", "partial_json": '{"ticket_id": '}),
             block_delta(2, {"type": "input_json_delta", "partial_json": '"T-1"}'}),
             block_stop(2),
@@ -221,8 +241,11 @@ def test_a_call_with_empty_input_gets_an_empty_object(anthropic_server, stream):
 def test_each_call_is_handed_on_at_its_content_block_stop(anthropic_server, routes):
     routes({ROUTE: {"stream": True}})
     reply = anthropic_calls_stream(
-        [("toolu_a", "get_ticket", '{"ticket_id": "T-1"}'),
-         ("toolu_b", "get_ticket", '{"ticket_id": "T-2"}')], fragment=30  # fmt: skip
+        [
+            ("toolu_a", "get_ticket", '{"ticket_id": "T-1"}'),
+            ("toolu_b", "get_ticket", '{"ticket_id": "T-2"}'),
+        ],
+        fragment=30,
     )
     reply.pause_after = 4  # message_start, block_start, the input, block_stop
     reply.resume = resume = threading.Event()
@@ -242,12 +265,14 @@ def test_a_call_cut_off_by_max_tokens_in_a_stream_is_not_used(anthropic_server, 
     anthropic_server.queue(
         anthropic_stream(
             message_start(),
-            block_start(0, {"type": "tool_use", "id": "toolu_a", "name": "get_ticket",
-                            "input": {}}),  # fmt: skip
+            block_start(
+                0, {"type": "tool_use", "id": "toolu_a", "name": "get_ticket", "input": {}}
+            ),
             block_delta(0, {"type": "input_json_delta", "partial_json": '{"ticket_id": "T-1"}'}),
             block_stop(0),
-            block_start(1, {"type": "tool_use", "id": "toolu_b", "name": "update_ticket",
-                            "input": {}}),  # fmt: skip
+            block_start(
+                1, {"type": "tool_use", "id": "toolu_b", "name": "update_ticket", "input": {}}
+            ),
             block_delta(1, {"type": "input_json_delta", "partial_json": '{"ticket_id": "T-1", '}),
             block_delta(1, {"type": "input_json_delta", "partial_json": '"action": "reso'}),
             block_stop(1),
@@ -271,8 +296,10 @@ def test_a_call_cut_off_by_max_tokens_in_a_stream_is_not_used(anthropic_server, 
 def test_the_last_call_of_a_message_cut_off_by_max_tokens_is_not_used(anthropic_server):
     anthropic_server.queue(
         anthropic_message(
-            calls=[("toolu_a", "get_ticket", {"ticket_id": "T-1"}),
-                   ("toolu_b", "update_ticket", {"ticket_id": "T-1"})],  # fmt: skip
+            calls=[
+                ("toolu_a", "get_ticket", {"ticket_id": "T-1"}),
+                ("toolu_b", "update_ticket", {"ticket_id": "T-1"}),
+            ],
             stop_reason="max_tokens",
         )
     )

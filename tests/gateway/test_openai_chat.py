@@ -38,9 +38,13 @@ both_modes = pytest.mark.parametrize("stream", [False, True], indirect=True, ids
 def test_a_plain_answer_comes_back_with_its_usage(openai_server, stream):
     usage = openai_usage(prompt=40, completion=9, cached=16, reasoning=3)
     if stream:
-        openai_server.queue(openai_text_stream("The ticket waits in the billing queue.", usage=usage))
+        openai_server.queue(
+            openai_text_stream("The ticket waits in the billing queue.", usage=usage)
+        )
     else:
-        openai_server.queue(openai_completion("The ticket waits in the billing queue.", usage=usage))
+        openai_server.queue(
+            openai_completion("The ticket waits in the billing queue.", usage=usage)
+        )
 
     response = complete(ROUTE, CONVERSATION, [GET_TICKET])
 
@@ -56,8 +60,13 @@ def test_a_plain_answer_comes_back_with_its_usage(openai_server, stream):
 
 def test_the_request_carries_the_conversation_in_chat_completions_form(openai_server):
     openai_server.queue(openai_completion("done"))
-    call = ToolCall(id="call_9", name="get_ticket", arguments={"ticket_id": "T-1"}, index=0,
-                    raw_arguments='{"ticket_id": "T-1"}')  # fmt: skip
+    call = ToolCall(
+        id="call_9",
+        name="get_ticket",
+        arguments={"ticket_id": "T-1"},
+        index=0,
+        raw_arguments='{"ticket_id": "T-1"}',
+    )
     messages = [
         *CONVERSATION,
         Message(role="assistant", content="", tool_calls=(call,)),
@@ -128,9 +137,7 @@ def test_parallel_tool_calls_stay_separate_and_in_order(openai_server, stream):
 
 
 @pytest.mark.parametrize("fragment", [1, 2, 3, 5, 8, 13])
-def test_arguments_split_mid_key_and_mid_value_are_joined_exactly(
-    openai_server, routes, fragment
-):
+def test_arguments_split_mid_key_and_mid_value_are_joined_exactly(openai_server, routes, fragment):
     routes({ROUTE: {"stream": True}})
     openai_server.queue(openai_calls_stream([("call_a", "get_ticket", TICKET_ARGS)], fragment))
 
@@ -214,8 +221,10 @@ def test_a_server_that_reports_no_usage_gets_an_estimate(openai_server, routes):
 @both_modes
 def test_a_call_cut_off_by_max_tokens_is_marked_and_never_parsed(openai_server, stream):
     # The cut call's text would "repair" into a plausible object: it must not be used.
-    calls = [("call_a", "get_ticket", '{"ticket_id": "T-1"}'),
-             ("call_b", "update_ticket", '{"ticket_id": "T-1", "action": "resolve"')]  # fmt: skip
+    calls = [
+        ("call_a", "get_ticket", '{"ticket_id": "T-1"}'),
+        ("call_b", "update_ticket", '{"ticket_id": "T-1", "action": "resolve"'),
+    ]
     if stream:
         openai_server.queue(openai_calls_stream(calls, finish_reason="length"))
     else:
@@ -234,8 +243,11 @@ def test_each_call_is_handed_on_as_soon_as_its_arguments_are_complete(openai_ser
     """The server holds the rest of the stream until the listener has the first call."""
     routes({ROUTE: {"stream": True}})
     reply = openai_calls_stream(
-        [("call_a", "get_ticket", '{"ticket_id": "T-1"}'),
-         ("call_b", "get_ticket", '{"ticket_id": "T-2"}')], fragment=30  # fmt: skip
+        [
+            ("call_a", "get_ticket", '{"ticket_id": "T-1"}'),
+            ("call_b", "get_ticket", '{"ticket_id": "T-2"}'),
+        ],
+        fragment=30,
     )
     reply.pause_after = 3  # role chunk, call_a's start, call_a's whole arguments
     reply.resume = resume = __import__("threading").Event()
@@ -274,7 +286,10 @@ def test_text_and_reasoning_deltas_reach_the_listener_as_they_arrive(openai_serv
         ("text", "Nobody "),
         ("text", "picked it up."),
     ]
-    assert (response.reasoning, response.text) == ("The queue has no owner.", "Nobody picked it up.")
+    assert (response.reasoning, response.text) == (
+        "The queue has no owner.",
+        "Nobody picked it up.",
+    )
 
 
 def test_reasoning_content_of_a_plain_response_is_kept(openai_server):
@@ -314,8 +329,11 @@ def test_a_stream_that_ends_without_a_finish_reason_is_retried(openai_server, ro
 def test_a_stream_that_breaks_after_a_call_was_handed_on_is_an_error(openai_server, routes):
     routes({ROUTE: {"stream": True, "backoff_s": 0.01}})
     broken = openai_calls_stream(
-        [("call_a", "get_ticket", '{"ticket_id": "T-1"}'),
-         ("call_b", "get_ticket", '{"ticket_id": "T-2"}')], fragment=30  # fmt: skip
+        [
+            ("call_a", "get_ticket", '{"ticket_id": "T-1"}'),
+            ("call_b", "get_ticket", '{"ticket_id": "T-2"}'),
+        ],
+        fragment=30,
     )
     broken.break_after = 4  # after call_b's start: call_a is complete and handed on
     openai_server.queue(broken, openai_text_stream("never asked for"))

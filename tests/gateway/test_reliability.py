@@ -171,8 +171,9 @@ def test_a_provider_that_never_answers_in_time_is_a_timeout_error(provider, rout
 
 def test_a_refused_connection_is_retried_then_reported(settings, routes):
     settings.OPENAI_API_KEY = "sk-test"
-    routes({"openai:nowhere": {"base_url": "http://127.0.0.1:9/v1", "retries": 1,
-                               "backoff_s": 0.01}})  # fmt: skip
+    routes(
+        {"openai:nowhere": {"base_url": "http://127.0.0.1:9/v1", "retries": 1, "backoff_s": 0.01}}
+    )
 
     with pytest.raises(ProviderUnavailable) as caught:
         complete("openai:nowhere", CONVERSATION, [])
@@ -180,7 +181,9 @@ def test_a_refused_connection_is_retried_then_reported(settings, routes):
     assert [a["status"] for a in caught.value.attempts] == ["connection_error"] * 2
 
 
-def test_the_next_route_answers_when_the_first_one_gives_up(openai_server, anthropic_server, routes):
+def test_the_next_route_answers_when_the_first_one_gives_up(
+    openai_server, anthropic_server, routes
+):
     routes({"openai:primary": {"retries": 1, "backoff_s": 0.01}})
     openai_server.queue(openai_error(500), openai_error(500))
     anthropic_server.queue(anthropic_message("from the fallback"))
