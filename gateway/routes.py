@@ -93,13 +93,14 @@ def parse_route(route: str | None) -> Route:
     table = _route_table()
     options = {**table.get("*", {}), **table.get(name, {})}
     _check_options(name, options)
-    provider, sep, model = name.partition(":")
+    provider, _, model = name.partition(":") if ":" in name else ("", "", "")
     provider = str(options.get("provider", provider)).lower()
-    model = str(options.get("model", model if sep else ""))
-    if not provider or not model or (not sep and name not in table):
+    model = str(options.get("model", model))
+    if not provider or not model:
         raise InvalidRoute(
-            f"Model route {name!r} is not of the form provider:model "
-            "(e.g. scripted:demo, openai:gpt-4o-mini) and is not named in HARNESS_ROUTES.",
+            f"Model route {name!r} needs a provider and a model: write it as provider:model "
+            "(e.g. scripted:demo, openai:gpt-4o-mini), or give it 'provider' and 'model' "
+            "in HARNESS_ROUTES.",
             {"route": name},
         )
     if provider not in PROVIDER_NAMES:
