@@ -11,6 +11,7 @@ model ran out of tokens, marked as cut off so that they are never executed.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -147,3 +148,27 @@ def _strict_object(text: str) -> dict[str, Any] | None:
     except ValueError:
         return None
     return value if isinstance(value, dict) else None
+
+
+def server_sent_events(lines: Iterable[str]) -> Iterator[tuple[str, str]]:
+    """``(event, data)`` pairs from the lines of a ``text/event-stream`` body.
+
+    The SDKs' own stream iterators build a typed object per chunk and stop reading at
+    ``[DONE]``, which leaves the body unfinished and the connection unusable for the next
+    call; reading the lines here is cheaper and lets the connection go back to the pool.
+    """
+    event, data = "", []
+    for line in lines:
+        if not line:
+            if data:
+                yield event, "\n".join(data)
+            event, data = "", []
+        elif not line.startswith(":"):
+            name, _, value = line.partition(":")
+            value = value.removeprefix(" ")
+            if name == "event":
+                event = value
+            elif name == "data":
+                data.append(value)
+    if data:
+        yield event, "\n".join(data)

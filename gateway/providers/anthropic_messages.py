@@ -10,13 +10,14 @@ cache, so the prompt count adds ``cache_read_input_tokens`` and
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.messages import Message, ModelResponse, ToolSpec, Usage
 from gateway.providers.clients import anthropic_client, translate_error
 from gateway.reliability import ProviderFailure
 from gateway.routes import Route
-from gateway.streaming import EventSink, ToolCallAssembler
+from gateway.streaming import EventSink, ToolCallAssembler, server_sent_events
 
 STOP_REASONS = {
     "end_turn": "stop",
@@ -172,56 +173,96 @@ def _read_message(message: Any, assembler: ToolCallAssembler, sink: EventSink) -
 
 
 def _read_stream(stream: Any, assembler: ToolCallAssembler, sink: EventSink) -> ModelResponse:
-    text: list[str] = []
-    reasoning: list[str] = []
-    signature = ""
-    calls: dict[int, int] = {}  # content block index → tool call index
-    model = ""
+    state = _StreamState()
+    body = stream.response
+    try:
+        for _, data in server_sent_events(body.iter_lines()):
+            state.read(_json(data), assembler, sink)
+    finally:
+        body.close()
+    if not state.stopped or state.stop_reason is None:
+        raise ProviderFailure("stream_broken", "the stream ended before message_stop")
+    return _response(
+        state.model,
+        "".join(state.text),
+        "".join(state.reasoning),
+        state.signature,
+        state.stop_reason,
+        _usage(state.start_usage, state.delta_usage),
+        assembler,
+    )
+
+
+@dataclass
+class _StreamState:
+    text: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+    signature: str = ""
+    calls: dict[int, int] = field(default_factory=dict)  # content block index → call index
+    model: str = ""
     stop_reason: str | None = None
     start_usage: Any = None
     delta_usage: Any = None
-    stopped = False
-    for event in stream:
-        kind = event.type
+    stopped: bool = False
+
+    def read(self, event: dict[str, Any], assembler: ToolCallAssembler, sink: EventSink) -> None:
+        kind = event.get("type")
+        index = event.get("index", -1)
         if kind == "message_start":
-            model = event.message.model or model
-            start_usage = event.message.usage
+            message = event.get("message") or {}
+            self.model = message.get("model") or self.model
+            self.start_usage = message.get("usage")
         elif kind == "content_block_start":
-            block = event.content_block
-            if block.type == "tool_use":
-                calls[event.index] = len(calls)
-                assembler.add(calls[event.index], id=block.id, name=block.name)
+            block = event.get("content_block") or {}
+            if block.get("type") == "tool_use":
+                self.calls[index] = len(self.calls)
+                assembler.add(self.calls[index], id=block.get("id"), name=block.get("name"))
         elif kind == "content_block_delta":
-            delta = event.delta
-            if delta.type == "text_delta":
-                text.append(delta.text)
-                sink.text(delta.text)
-            elif delta.type == "thinking_delta":
-                reasoning.append(delta.thinking)
-                sink.reasoning(delta.thinking)
-            elif delta.type == "signature_delta":
-                signature += delta.signature
-            elif delta.type == "input_json_delta" and event.index in calls:
-                assembler.add(calls[event.index], fragment=delta.partial_json)
-        elif kind == "content_block_stop":
-            if event.index in calls:
-                assembler.close(calls[event.index])
+            self._delta(event.get("delta") or {}, index, assembler, sink)
+        elif kind == "content_block_stop" and index in self.calls:
+            assembler.close(self.calls[index])
         elif kind == "message_delta":
-            stop_reason = event.delta.stop_reason or stop_reason
-            delta_usage = event.usage or delta_usage
+            self.stop_reason = (event.get("delta") or {}).get("stop_reason") or self.stop_reason
+            self.delta_usage = event.get("usage") or self.delta_usage
         elif kind == "message_stop":
-            stopped = True
-    if not stopped or stop_reason is None:
-        raise ProviderFailure("stream_broken", "the stream ended before message_stop")
-    return _response(
-        model,
-        "".join(text),
-        "".join(reasoning),
-        signature,
-        stop_reason,
-        _usage(start_usage, delta_usage),
-        assembler,
-    )
+            self.stopped = True
+        elif kind == "error":
+            raise _stream_error(event.get("error") or {})
+
+    def _delta(
+        self, delta: dict[str, Any], index: int, assembler: ToolCallAssembler, sink: EventSink
+    ) -> None:
+        kind = delta.get("type")
+        if kind == "text_delta":
+            self.text.append(delta.get("text", ""))
+            sink.text(delta.get("text", ""))
+        elif kind == "thinking_delta":
+            self.reasoning.append(delta.get("thinking", ""))
+            sink.reasoning(delta.get("thinking", ""))
+        elif kind == "signature_delta":
+            self.signature += delta.get("signature", "")
+        elif kind == "input_json_delta" and index in self.calls:
+            assembler.add(self.calls[index], fragment=delta.get("partial_json", ""))
+
+
+def _stream_error(error: dict[str, Any]) -> ProviderFailure:
+    kind = str(error.get("type", ""))
+    message = f"{kind}: {error.get('message', '')}"
+    if kind == "rate_limit_error":
+        return ProviderFailure("rate_limited", message)
+    if kind in ("overloaded_error", "api_error"):
+        return ProviderFailure("server_error", message)
+    return ProviderFailure("rejected", message)
+
+
+def _json(data: str) -> dict[str, Any]:
+    try:
+        value = json.loads(data)
+    except ValueError as exc:
+        raise ProviderFailure("bad_response", f"a stream event is not JSON: {data[:200]}") from exc
+    if not isinstance(value, dict):
+        raise ProviderFailure("bad_response", f"a stream event is not an object: {data[:200]}")
+    return value
 
 
 def _response(
@@ -253,7 +294,7 @@ def _usage(start: Any, delta: Any) -> Usage:
 
     def count(name: str) -> int:
         for source in (delta, start):
-            value = getattr(source, name, None) if source is not None else None
+            value = source.get(name) if isinstance(source, dict) else getattr(source, name, None)
             if value is not None:
                 return int(value)
         return 0

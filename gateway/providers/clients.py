@@ -22,9 +22,6 @@ from gateway.routes import Route
 _lock = threading.Lock()
 _clients: dict[tuple[str, str, str], Any] = {}
 
-# Error types Anthropic sends inside a stream that mean "try again later".
-_RETRYABLE_STREAM_ERRORS = {"overloaded_error": "server_error", "api_error": "server_error"}
-
 
 def openai_client(route: Route) -> openai.OpenAI:
     return _client(route, lambda: openai.OpenAI(**_client_options(route)))
@@ -62,12 +59,6 @@ def _status_failure(exc: openai.APIStatusError | anthropic.APIStatusError) -> Pr
         return ProviderFailure("rate_limited", message, status, retry_after)
     if status >= 500:
         return ProviderFailure("server_error", message, status, retry_after)
-    if status < 400:
-        # An error event inside a 200 stream (Anthropic): its type says what happened.
-        kind = _error_type(exc.body)
-        if kind == "rate_limit_error":
-            return ProviderFailure("rate_limited", message, None, retry_after)
-        return ProviderFailure(_RETRYABLE_STREAM_ERRORS.get(kind, "rejected"), message)
     return ProviderFailure("rejected", message, status)
 
 
@@ -79,14 +70,6 @@ def _error_message(exc: Exception) -> str:
             status = getattr(exc, "status_code", None)
             return f"HTTP {status}: {inner['message']}" if status else inner["message"]
     return str(exc)
-
-
-def _error_type(body: Any) -> str:
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        if isinstance(inner, dict):
-            return str(inner.get("type", ""))
-    return ""
 
 
 def _cause(exc: Exception) -> str:

@@ -15,7 +15,7 @@ from gateway.messages import Message, ModelResponse, ToolSpec, Usage
 from gateway.providers.clients import openai_client, translate_error
 from gateway.reliability import ProviderFailure
 from gateway.routes import Route
-from gateway.streaming import EventSink, ToolCallAssembler
+from gateway.streaming import EventSink, ToolCallAssembler, server_sent_events
 
 FINISH_REASONS = {
     "stop": "stop",
@@ -145,35 +145,62 @@ def _read_stream(stream: Any, assembler: ToolCallAssembler, sink: EventSink) -> 
     finish: str | None = None
     usage: Any = None
     model = ""
-    for chunk in stream:
-        model = chunk.model or model
-        if getattr(chunk, "usage", None):
-            usage = chunk.usage
-        for choice in chunk.choices or ():
-            if choice.index != 0:
-                continue
-            delta = choice.delta
-            if delta is not None:
-                piece = _reasoning(delta)
-                if piece:
-                    reasoning.append(piece)
-                    sink.reasoning(piece)
-                if delta.content:
-                    text.append(delta.content)
-                    sink.text(delta.content)
-                for position, call in enumerate(delta.tool_calls or ()):
-                    function = getattr(call, "function", None)
-                    assembler.add(
-                        call.index if call.index is not None else position,
-                        id=call.id,
-                        name=getattr(function, "name", None),
-                        fragment=getattr(function, "arguments", None) or "",
-                    )
-            if choice.finish_reason:
-                finish = choice.finish_reason
+    body = stream.response
+    try:
+        for _, data in server_sent_events(body.iter_lines()):
+            if data.startswith("[DONE]"):
+                continue  # read on to the end of the body, so the connection can be reused
+            chunk = _json(data)
+            if chunk.get("error"):
+                raise ProviderFailure("server_error", f"error in the stream: {chunk['error']}")
+            model = chunk.get("model") or model
+            usage = chunk.get("usage") or usage
+            for choice in chunk.get("choices") or ():
+                if choice.get("index", 0) != 0:
+                    continue
+                _read_delta(choice.get("delta") or {}, text, reasoning, assembler, sink)
+                finish = choice.get("finish_reason") or finish
+    finally:
+        body.close()
     if finish is None:
         raise ProviderFailure("stream_broken", "the stream ended before the model finished")
     return _response(model, "".join(text), "".join(reasoning), finish, usage, assembler)
+
+
+def _read_delta(
+    delta: dict[str, Any],
+    text: list[str],
+    reasoning: list[str],
+    assembler: ToolCallAssembler,
+    sink: EventSink,
+) -> None:
+    piece = _reasoning(delta)
+    if piece:
+        reasoning.append(piece)
+        sink.reasoning(piece)
+    content = delta.get("content")
+    if isinstance(content, str) and content:
+        text.append(content)
+        sink.text(content)
+    for position, call in enumerate(delta.get("tool_calls") or ()):
+        function = call.get("function") or {}
+        index = call.get("index")
+        assembler.add(
+            index if isinstance(index, int) else position,
+            id=call.get("id"),
+            name=function.get("name"),
+            fragment=function.get("arguments") or "",
+        )
+
+
+def _json(data: str) -> dict[str, Any]:
+    try:
+        value = json.loads(data)
+    except ValueError as exc:
+        raise ProviderFailure("bad_response", f"a stream chunk is not JSON: {data[:200]}") from exc
+    if not isinstance(value, dict):
+        raise ProviderFailure("bad_response", f"a stream chunk is not an object: {data[:200]}")
+    return value
 
 
 def _response(
@@ -197,21 +224,26 @@ def _response(
 
 
 def _reasoning(message: Any) -> str:
-    value = getattr(message, "reasoning_content", None) or getattr(message, "reasoning", None)
+    value = _get(message, "reasoning_content") or _get(message, "reasoning")
     return value if isinstance(value, str) else ""
 
 
 def _usage(usage: Any) -> Usage:
+    """Usage from a typed SDK object (plain responses) or a dict (streamed chunks)."""
     if usage is None:
         return Usage(estimated=True)
-    prompt_details = getattr(usage, "prompt_tokens_details", None)
-    completion_details = getattr(usage, "completion_tokens_details", None)
-    cached = getattr(prompt_details, "cached_tokens", None)
+    cached = _get(_get(usage, "prompt_tokens_details"), "cached_tokens")
     if cached is None:
-        cached = getattr(usage, "prompt_cache_hit_tokens", None)  # DeepSeek
+        cached = _get(usage, "prompt_cache_hit_tokens")  # DeepSeek
     return Usage(
-        prompt_tokens=usage.prompt_tokens or 0,
-        completion_tokens=usage.completion_tokens or 0,
-        reasoning_tokens=getattr(completion_details, "reasoning_tokens", None) or 0,
+        prompt_tokens=_get(usage, "prompt_tokens") or 0,
+        completion_tokens=_get(usage, "completion_tokens") or 0,
+        reasoning_tokens=_get(_get(usage, "completion_tokens_details"), "reasoning_tokens") or 0,
         cached_tokens=cached or 0,
     )
+
+
+def _get(value: Any, name: str) -> Any:
+    if isinstance(value, dict):
+        return value.get(name)
+    return getattr(value, name, None)
