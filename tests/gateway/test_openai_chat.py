@@ -1,6 +1,7 @@
 """The OpenAI-compatible adapter against a local server speaking Chat Completions."""
 
 import json
+import threading
 
 import pytest
 
@@ -250,7 +251,7 @@ def test_each_call_is_handed_on_as_soon_as_its_arguments_are_complete(openai_ser
         fragment=30,
     )
     reply.pause_after = 3  # role chunk, call_a's start, call_a's whole arguments
-    reply.resume = resume = __import__("threading").Event()
+    reply.resume = resume = threading.Event()
     openai_server.queue(reply)
     events = []
 
@@ -426,3 +427,16 @@ def test_route_params_and_max_tokens_are_sent_with_the_request(openai_server, ro
 
     body = openai_server.requests[0].body
     assert (body["max_tokens"], body["temperature"], body["top_k"]) == (300, 0.1, 20)
+
+
+def test_a_stream_that_stalls_mid_way_times_out_and_is_retried(openai_server, routes):
+    routes({ROUTE: {"stream": True, "timeout_s": 0.3, "backoff_s": 0.01}})
+    stalled = openai_text_stream("An answer that stops half way.", pieces=4)
+    stalled.pause_after = 2
+    stalled.resume = threading.Event()  # never set: the server falls silent
+    openai_server.queue(stalled, openai_text_stream("A whole answer."))
+
+    response = complete(ROUTE, CONVERSATION, [])
+
+    assert response.text == "A whole answer."
+    assert [a["status"] for a in response.attempts] == ["timeout", "ok"]
