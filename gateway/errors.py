@@ -10,9 +10,22 @@ class GatewayErrorCode(StrEnum):
     INVALID_SCRIPT = "invalid_script"
     SCRIPT_NOT_FOUND = "script_not_found"
     PROVIDER_ERROR = "provider_error"
+    MISSING_API_KEY = "missing_api_key"
+    PROVIDER_RATE_LIMITED = "provider_rate_limited"
+    PROVIDER_UNAVAILABLE = "provider_unavailable"
+    PROVIDER_TIMEOUT = "provider_timeout"
+    PROVIDER_REJECTED = "provider_rejected"
+    STREAM_INTERRUPTED = "stream_interrupted"
+    CLIENT_RATE_LIMITED = "client_rate_limited"
 
 
 class GatewayError(Exception):
+    """A route could not deliver a response.
+
+    ``attempts`` lists every attempt made (on every route tried) before giving up, in the
+    shape of ``ModelResponse.attempts``, so the caller can record them.
+    """
+
     code: GatewayErrorCode = GatewayErrorCode.PROVIDER_ERROR
     http_status = 502
 
@@ -20,6 +33,7 @@ class GatewayError(Exception):
         super().__init__(message)
         self.message = message
         self.details = details or {}
+        self.attempts: list[dict[str, Any]] = []
 
 
 class InvalidRoute(GatewayError):
@@ -40,3 +54,48 @@ class ScriptNotFound(GatewayError):
 class InvalidScript(GatewayError):
     code = GatewayErrorCode.INVALID_SCRIPT
     http_status = 500
+
+
+class MissingApiKey(GatewayError):
+    code = GatewayErrorCode.MISSING_API_KEY
+    http_status = 500
+
+
+class ProviderRateLimited(GatewayError):
+    """The provider kept answering 429 until the route's retries ran out."""
+
+    code = GatewayErrorCode.PROVIDER_RATE_LIMITED
+    http_status = 503
+
+
+class ProviderUnavailable(GatewayError):
+    """5xx answers or connection failures until the route's retries ran out."""
+
+    code = GatewayErrorCode.PROVIDER_UNAVAILABLE
+    http_status = 503
+
+
+class ProviderTimeout(GatewayError):
+    code = GatewayErrorCode.PROVIDER_TIMEOUT
+    http_status = 504
+
+
+class ProviderRejected(GatewayError):
+    """A 4xx other than 429: the request itself is wrong (bad key, bad model, too long)."""
+
+    code = GatewayErrorCode.PROVIDER_REJECTED
+    http_status = 502
+
+
+class StreamInterrupted(GatewayError):
+    """A stream broke after part of it had been handed on, so it cannot be replayed."""
+
+    code = GatewayErrorCode.STREAM_INTERRUPTED
+    http_status = 502
+
+
+class ClientRateLimited(GatewayError):
+    """The route's own requests/min or tokens/min limit would need a longer wait than allowed."""
+
+    code = GatewayErrorCode.CLIENT_RATE_LIMITED
+    http_status = 503

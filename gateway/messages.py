@@ -7,10 +7,14 @@ conversation can be checkpointed and resumed by another process.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 Role = Literal["system", "user", "assistant", "tool"]
+
+# Finish reasons after translation; a provider's own word is kept in ``provider_finish_reason``.
+FINISH_REASONS = ("stop", "tool_calls", "length", "content_filter", "unknown")
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,9 @@ class Message:
     tool_call_id: str | None = None
     name: str | None = None
     reasoning: str | None = None
+    # Anthropic signs its thinking blocks; the signature must travel back with the text.
+    reasoning_signature: str | None = None
+    # Image URLs, ``data:`` URLs included.
     images: tuple[str, ...] = ()
     is_error: bool = False
 
@@ -65,10 +72,19 @@ class ToolSpec:
 
 @dataclass
 class Usage:
+    """Tokens of one model call.
+
+    ``prompt_tokens`` counts every input token, cached ones included; ``cached_tokens`` is the
+    part read from the provider's prompt cache. ``reasoning_tokens`` is the part of
+    ``completion_tokens`` spent on reasoning. ``estimated`` is True when the provider reported
+    no usage and the numbers are the gateway's own estimate.
+    """
+
     prompt_tokens: int = 0
     completion_tokens: int = 0
     reasoning_tokens: int = 0
     cached_tokens: int = 0
+    estimated: bool = False
 
     @property
     def total_tokens(self) -> int:
@@ -85,6 +101,9 @@ class ModelResponse:
     model: str = ""
     reasoning: str | None = None
     attempts: list[dict[str, Any]] = field(default_factory=list)
+    reasoning_signature: str | None = None
+    provider_finish_reason: str = ""
+    cost_usd: float | None = None
 
     def to_message(self) -> Message:
         return Message(
@@ -92,6 +111,7 @@ class ModelResponse:
             content=self.text,
             tool_calls=tuple(self.tool_calls),
             reasoning=self.reasoning,
+            reasoning_signature=self.reasoning_signature,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -103,4 +123,23 @@ class ModelResponse:
             "route": self.route,
             "model": self.model,
             "reasoning": self.reasoning,
+            "provider_finish_reason": self.provider_finish_reason,
+            "cost_usd": self.cost_usd,
         }
+
+
+@dataclass(frozen=True)
+class StreamEvent:
+    """Something the model produced, handed on while the response is still arriving.
+
+    ``kind`` is ``text`` or ``reasoning`` (``text`` holds the delta) or ``tool_call`` (``call``
+    holds one complete call: its arguments will not change any more).
+    """
+
+    kind: Literal["text", "reasoning", "tool_call"]
+    route: str
+    text: str = ""
+    call: ToolCall | None = None
+
+
+EventCallback = Callable[[StreamEvent], None]

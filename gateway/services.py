@@ -1,16 +1,47 @@
-"""The gateway's entry point: send a conversation to a route and get one response back."""
+"""The gateway's entry point: send a conversation to a route (and its fallbacks), get one
+response back."""
 
-from collections.abc import Callable
+from __future__ import annotations
 
-from gateway.errors import UnknownProvider
-from gateway.messages import Message, ModelResponse, ToolSpec
-from gateway.providers import scripted
-from gateway.routes import parse_route
+from collections.abc import Callable, Sequence
+from typing import Any
 
-ProviderCall = Callable[..., ModelResponse]
+from django.conf import settings
+
+from gateway.errors import GatewayError, StreamInterrupted
+from gateway.messages import EventCallback, Message, ModelResponse, ToolSpec, Usage
+from gateway.providers import anthropic_messages, openai_chat, scripted
+from gateway.reliability import call_with_retries
+from gateway.routes import Route, parse_route
+from gateway.streaming import EventSink
+from gateway.tokens import estimate_tokens
+
+__all__ = ["complete", "parse_route"]
+
+ProviderCall = Callable[
+    [Route, list[Message], list[ToolSpec], str | None, EventSink], ModelResponse
+]
+
+
+def _scripted(
+    route: Route,
+    messages: list[Message],
+    tools: list[ToolSpec],
+    tool_choice: str | None,
+    sink: EventSink,
+    turn: int | None = None,
+) -> ModelResponse:
+    response = scripted.complete(route.model, messages, tools, turn=turn)
+    sink.text(response.text)
+    for call in response.tool_calls:
+        sink.tool_call(call)
+    return response
+
 
 PROVIDERS: dict[str, ProviderCall] = {
-    "scripted": scripted.complete,
+    "scripted": _scripted,
+    "openai": openai_chat.complete,
+    "anthropic": anthropic_messages.complete,
 }
 
 
@@ -18,23 +49,100 @@ def complete(
     route: str | None,
     messages: list[Message],
     tools: list[ToolSpec],
+    *,
+    fallbacks: Sequence[str] = (),
+    on_event: EventCallback | None = None,
+    tool_choice: str | None = None,
     turn: int | None = None,
 ) -> ModelResponse:
-    """Call the model behind ``route`` (empty: the default route) with messages and tools.
+    """Call the model behind ``route`` (empty: the default route), then each fallback in turn.
 
     ``turn`` is the index of this model call in the whole conversation (0-based), which the
     messages alone do not tell once older turns were trimmed; the scripted model plays by it.
 
-    Raises a ``GatewayError`` when the route is bad or the provider fails; the caller (the
-    loop) turns that into data. Has no side effect beyond the provider call itself.
+    Each route is tried with its own retries, timeout and rate limits; when it gives up the
+    next one is tried. ``on_event`` receives text and reasoning deltas and each tool call as
+    soon as it is complete. ``tool_choice``: ``auto``, ``none``, ``required`` or a tool name.
+    Every attempt is listed in ``response.attempts`` (and in ``error.attempts`` on failure).
+
+    Raises a ``GatewayError`` when the route is bad or every route failed (the last route's
+    error); ``StreamInterrupted`` at once when a stream broke after part of it was handed on.
+    Side effects: the provider calls, and the rate-limit buckets they take from.
     """
-    parsed = parse_route(route)
-    provider = PROVIDERS.get(parsed.provider)
-    if provider is None:
-        raise UnknownProvider(
-            f"No provider {parsed.provider!r}. Providers: {', '.join(sorted(PROVIDERS))}.",
-            {"route": parsed.name},
-        )
-    response = provider(parsed.model, messages, tools, turn=turn)
-    response.route = parsed.name
+    names = list(dict.fromkeys([route or settings.HARNESS_MODEL, *fallbacks]))
+    attempts: list[dict[str, Any]] = []
+    failure: GatewayError | None = None
+    for name in names:
+        resolved = parse_route(name)
+        try:
+            response = _call_route(resolved, messages, tools, tool_choice, on_event, attempts, turn)
+        except StreamInterrupted as exc:
+            exc.attempts = attempts
+            raise
+        except GatewayError as exc:
+            failure = exc
+            continue
+        response.attempts = attempts
+        return response
+    assert failure is not None
+    failure.attempts = attempts
+    failure.details.setdefault("routes", names)
+    raise failure
+
+
+def _call_route(
+    route: Route,
+    messages: list[Message],
+    tools: list[ToolSpec],
+    tool_choice: str | None,
+    on_event: EventCallback | None,
+    attempts: list[dict[str, Any]],
+    turn: int | None = None,
+) -> ModelResponse:
+    provider = PROVIDERS[route.provider]
+    # Only the scripted model plays by the turn; real models read the conversation.
+    extra = {"turn": turn} if provider is _scripted else {}
+    sink = EventSink(route.name, on_event)
+    limited = bool(route.tokens_per_minute)
+    estimate = estimate_tokens(messages, tools) if limited else 0
+    response = call_with_retries(
+        route,
+        lambda: provider(route, messages, tools, tool_choice, sink, **extra),
+        sink,
+        estimate,
+        attempts,
+    )
+    response.route = route.name
+    response.model = response.model or route.model
+    if response.usage.estimated:
+        response.usage = _estimated_usage(messages, tools, response)
+    response.cost_usd = _cost(route, response.usage)
     return response
+
+
+def _estimated_usage(
+    messages: list[Message], tools: list[ToolSpec], response: ModelResponse
+) -> Usage:
+    completion = estimate_tokens(response.text) + sum(
+        estimate_tokens(c.raw_arguments) for c in response.tool_calls
+    )
+    return Usage(
+        prompt_tokens=estimate_tokens(messages, tools),
+        completion_tokens=completion,
+        estimated=True,
+    )
+
+
+def _cost(route: Route, usage: Usage) -> float | None:
+    """US dollars from the route's price table (per million tokens); None without one."""
+    price = route.price
+    if price is None:
+        return None
+    cached_price = price.cached_input if price.cached_input is not None else price.input
+    fresh = max(usage.prompt_tokens - usage.cached_tokens, 0)
+    dollars = (
+        fresh * price.input
+        + usage.cached_tokens * cached_price
+        + usage.completion_tokens * price.output
+    ) / 1_000_000
+    return round(dollars, 8)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -19,7 +20,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from gateway.errors import GatewayError
-from gateway.messages import Message, ModelResponse, ToolCall
+from gateway.messages import Message, ModelResponse, StreamEvent, ToolCall
 from gateway.services import complete
 from harness import webhooks
 from harness.agent_registry import AgentSpec, get_agent
@@ -244,9 +245,20 @@ def _model_step(
         )
         try:
             turn = sum(1 for m in messages if m.role == "assistant")
-            response = complete(agent.model or None, context, specs, turn=turn)
+            deltas = DeltaEvents(run.id, tracer)
+            try:
+                response = complete(
+                    agent.model or None,
+                    context,
+                    specs,
+                    fallbacks=agent.fallback_models,
+                    on_event=deltas.receive,
+                    turn=turn,
+                )
+            finally:
+                deltas.flush()
         except GatewayError as exc:
-            span.fail(error_code=str(exc.code), error=exc.message)
+            span.fail(error_code=str(exc.code), error=exc.message, attempts=exc.attempts)
             return StepOutcome(
                 RunStatus.FAILED,
                 detail=f"The model could not be reached: {exc.message}",
@@ -372,6 +384,34 @@ def _run_tool_calls(
             return
 
 
+class DeltaEvents:
+    """Streams text and reasoning deltas to the run's events, coalesced (one row per ~100 ms
+    rather than one per token) and masked."""
+
+    FLUSH_INTERVAL_S = 0.1
+
+    def __init__(self, run_id: object, tracer: TraceRecorder) -> None:
+        self.run_id = run_id
+        self.tracer = tracer
+        self.pending: dict[str, list[str]] = {"text": [], "reasoning": []}
+        self.last_flush = time.monotonic()
+
+    def receive(self, event: StreamEvent) -> None:
+        if event.kind not in self.pending or not event.text:
+            return  # complete tool calls are announced once the response is checkpointed
+        self.pending[event.kind].append(event.text)
+        if time.monotonic() - self.last_flush >= self.FLUSH_INTERVAL_S:
+            self.flush()
+
+    def flush(self) -> None:
+        for kind, parts in self.pending.items():
+            if parts:
+                event_type = EventType.TEXT_DELTA if kind == "text" else EventType.REASONING_DELTA
+                emit(self.run_id, event_type, {"text": self.tracer.mask("".join(parts))})
+                parts.clear()
+        self.last_flush = time.monotonic()
+
+
 def _record_response(run: Run, span: OpenSpan, response: ModelResponse) -> None:
     usage = response.usage
     run.model_route = response.route
@@ -384,6 +424,8 @@ def _record_response(run: Run, span: OpenSpan, response: ModelResponse) -> None:
         prompt_tokens=usage.prompt_tokens,
         completion_tokens=usage.completion_tokens,
         tool_calls=[c.name for c in response.tool_calls],
+        attempts=response.attempts,
+        cost_usd=response.cost_usd,
     )
 
 

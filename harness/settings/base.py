@@ -15,6 +15,7 @@ from harness.settings.env import (
     env_bool,
     env_float,
     env_int,
+    env_json,
     env_list,
     env_paths,
     env_str,
@@ -213,6 +214,16 @@ HARNESS_WEBHOOK_RETRY_SCHEDULE_S = [
 # Networks callback URLs may resolve to although private/loopback (CIDRs, comma-separated).
 HARNESS_WEBHOOK_ALLOWED_NETWORKS = env_list("HARNESS_WEBHOOK_ALLOWED_NETWORKS")
 
+# --- Model gateway: named routes (README "Model routes and providers") ------------------------
+HARNESS_ROUTES = env_json("HARNESS_ROUTES", {})
+for _options in HARNESS_ROUTES.values() if isinstance(HARNESS_ROUTES, dict) else ():
+    if isinstance(_options, dict) and isinstance(_options.get("api_key_env"), str):
+        _options["api_key"] = env_str(_options["api_key_env"])
+OPENAI_API_KEY = env_str("OPENAI_API_KEY")
+OPENAI_BASE_URL = env_str("OPENAI_BASE_URL")
+ANTHROPIC_API_KEY = env_str("ANTHROPIC_API_KEY")
+ANTHROPIC_BASE_URL = env_str("ANTHROPIC_BASE_URL")
+
 CASBIN_MODEL = str(BASE_DIR / "policy" / "rbac_with_domains.conf")
 
 # --- Traces: masking, audit chain, retention, OpenTelemetry ---------------------------------
@@ -247,5 +258,6 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("HARNESS_LOG_LEVEL", "INFO")},
     # pycasbin logs the whole model and policy at INFO on every load.
-    "loggers": {"casbin": {"level": "WARNING"}},
+    # httpx2 (the model SDKs' transport) logs every request at INFO.
+    "loggers": {"casbin": {"level": "WARNING"}, "httpx2": {"level": "WARNING"}},
 }

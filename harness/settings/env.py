@@ -7,8 +7,10 @@ from a file named by ``<NAME>_FILE`` (Docker and Kubernetes secrets).
 
 import hashlib
 import hmac
+import json
 import os
 from pathlib import Path
+from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -78,3 +80,14 @@ def env_paths(name: str) -> list[Path]:
 def derive_key(secret: str, purpose: str) -> str:
     """A key for ``purpose`` derived from ``secret`` (HMAC-SHA256), so one secret can seed many."""
     return hmac.new(secret.encode(), purpose.encode(), hashlib.sha256).hexdigest()
+
+
+def env_json(name: str, default: Any) -> Any:
+    """A JSON value, from the variable or from the file named by ``NAME_FILE``."""
+    raw = env_str(name)
+    if not raw.strip():
+        return default
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ImproperlyConfigured(f"{name} is not valid JSON: {exc}") from exc

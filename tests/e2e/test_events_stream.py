@@ -62,6 +62,8 @@ def test_the_event_stream_shows_a_run_unfold_and_resumes_from_last_event_id(
     assert types.count("tool_call.proposed") == 2
     assert types.count("tool_call.finished") == 2
     assert types[-1] == "run.finished"
+    deltas = [e["data"]["text"] for e in first_three + rest if e["event"] == "text.delta"]
+    assert "".join(deltas) == "All done."
     assert rest[-1]["data"]["status"] == "succeeded"
     finished = [e["data"] for e in first_three + rest if e["event"] == "tool_call.finished"]
     assert [(f["tool"], f["ok"]) for f in finished] == [("get_ticket", True), ("slow_note", True)]
