@@ -17,7 +17,7 @@ from gateway.services import complete
 from harness.agent_registry import AgentSpec, get_agent
 from harness.errors import HarnessError
 from harness.models import Run, RunStatus
-from harness.tool_calls import CallScope, handle_tool_call, visible_tools
+from harness.tool_calls import CallScope, handle_tool_calls, visible_tools
 from tools.errors import ToolFilesInvalid
 from tools.services import get_tool_registry
 from traces.services import AuditKind, OpenSpan, SpanKind, SpanStatus, TraceRecorder
@@ -126,9 +126,8 @@ def _step(run: Run, agent: AgentSpec, scope: CallScope, messages: list[Message])
     if not response.tool_calls:
         return StepOutcome(RunStatus.SUCCEEDED, answer=response.text)
     # Results are appended in the model's order, whatever order they finish in.
-    for call in sorted(response.tool_calls, key=lambda c: c.index):
-        result_message, _ = handle_tool_call(call, scope)
-        messages.append(result_message)
+    calls = sorted(response.tool_calls, key=lambda c: c.index)
+    messages.extend(message for message, _ in handle_tool_calls(calls, scope))
     return StepOutcome()
 
 

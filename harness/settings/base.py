@@ -16,6 +16,7 @@ from harness.settings.env import (
     env_int,
     env_list,
     env_paths,
+    env_prefixed,
     env_str,
 )
 
@@ -178,6 +179,15 @@ HARNESS_SCRIPT_DIRS = [BASE_DIR / "gateway" / "scripts"]
 HARNESS_SYNC_DEADLINE_S = env_float("HARNESS_SYNC_DEADLINE_S", 30.0, minimum=0.1)
 HARNESS_DEFAULT_MAX_STEPS = env_int("HARNESS_DEFAULT_MAX_STEPS", 10, minimum=1)
 HARNESS_TOOL_TIMEOUT_S = env_float("HARNESS_TOOL_TIMEOUT_S", 30.0, minimum=0.1)
+# Tool results longer than this (JSON characters) reach the model as a digest of key fields.
+HARNESS_TOOL_RESULT_MAX_CHARS = env_int("HARNESS_TOOL_RESULT_MAX_CHARS", 8000, minimum=200)
+# Concurrency-safe calls of one step in flight at once, and tool threads per process.
+HARNESS_TOOL_PARALLELISM_PER_RUN = env_int("HARNESS_TOOL_PARALLELISM_PER_RUN", 4, minimum=1)
+HARNESS_TOOL_MAX_THREADS = env_int("HARNESS_TOOL_MAX_THREADS", 16, minimum=1)
+# Automatic retries of transient failures, for idempotent tools only.
+HARNESS_TOOL_MAX_RETRIES = env_int("HARNESS_TOOL_MAX_RETRIES", 2, minimum=0)
+# ${secret:NAME} in HTTP tool files reads HARNESS_SECRET_NAME (or HARNESS_SECRET_NAME_FILE).
+HARNESS_SECRETS = env_prefixed("HARNESS_SECRET_")
 HARNESS_BASE_URL = env_str("HARNESS_BASE_URL", "http://127.0.0.1:8000")
 
 CASBIN_MODEL = str(BASE_DIR / "policy" / "rbac_with_domains.conf")

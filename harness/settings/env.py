@@ -71,3 +71,11 @@ def env_list(name: str, separator: str = ",") -> list[str]:
 def env_paths(name: str) -> list[Path]:
     """Folders separated by ``os.pathsep``, as PATH is."""
     return [Path(item).expanduser() for item in env_list(name, separator=os.pathsep)]
+
+
+def env_prefixed(prefix: str) -> dict[str, str]:
+    """Every variable ``<PREFIX><NAME>`` (or ``<PREFIX><NAME>_FILE``), keyed by NAME."""
+    names = {
+        key[len(prefix) :].removesuffix("_FILE") for key in os.environ if key.startswith(prefix)
+    }
+    return {name: env_str(prefix + name) for name in sorted(names) if name}
