@@ -31,6 +31,7 @@ def result_for_model(tool: ToolDefinition, result: Any) -> tuple[Any, bool]:
 
 def digest_result(tool: ToolDefinition, result: Any, size: int, max_chars: int) -> dict[str, Any]:
     digest: dict[str, Any] = {"digest": True}
+    details = _how_to_fetch(tool)
     field, items = _items(result)
     if items is None:
         kept = {k: result[k] for k in tool.key_fields if isinstance(result, dict) and k in result}
@@ -45,15 +46,21 @@ def digest_result(tool: ToolDefinition, result: Any, size: int, max_chars: int) 
         if isinstance(result, dict):
             digest |= {k: v for k, v in result.items() if k != field and _is_small_scalar(v)}
         digest["count"] = len(items)
-        shown = _fit(tool, items, max_chars - _size(digest) - 600)
-        digest[field] = shown
         fields = ", ".join(tool.key_fields) or "all fields"
-        digest["note"] = (
-            f"The full result ({size} characters, {len(items)} items) is too large to show: "
-            f"{'each' if len(shown) == len(items) else f'the first {len(shown)}'} "
-            f"item(s) with only {fields}."
-        )
-    digest["details"] = _how_to_fetch(tool)
+
+        def note(shown: int) -> str:
+            which = "each" if shown == len(items) else f"the first {shown}"
+            return (
+                f"The full result ({size} characters, {len(items)} items) is too large to "
+                f"show: {which} item(s) with only {fields}."
+            )
+
+        # Room for the items: what is left after the rest of the digest and its note.
+        reserve = _size(details) + _size(note(len(items) - 1)) + 40
+        shown = _fit(tool, items, max_chars - _size(digest) - reserve)
+        digest["note"] = note(len(shown))
+        digest[field] = shown
+    digest["details"] = details
     return digest
 
 
