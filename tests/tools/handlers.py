@@ -55,9 +55,8 @@ def not_json(arguments: dict[str, Any], context: Any) -> Any:
 def finish_after(arguments: dict[str, Any], context: Any) -> dict[str, Any]:
     """Finishes only after the call labelled ``after`` finished: forces a completion order."""
     label = arguments["label"]
-    if after := arguments.get("after"):
-        if not _event(after).wait(5):
-            raise RuntimeError(f"{label} waited for {after}, which never finished")
+    if (after := arguments.get("after")) and not _event(after).wait(5):
+        raise RuntimeError(f"{label} waited for {after}, which never finished")
     with _lock:
         finished.append(label)
     _event(label).set()
