@@ -6,8 +6,10 @@ gets a ``timeout`` error (the thread is abandoned; the pool bounds how many can 
 late result is still stored under the call's idempotency key).
 
 Idempotency: each call has a key (run id + call id), handed to the handler and used as the key
-of a ``ToolExecution`` row. A call executed again with the same key returns the stored result
-without running the handler. If an earlier execution never recorded its end (the process died
+of a ``ToolExecution`` row, written before the handler runs and updated with its outcome (on
+the caller's database connection; a worker writes only the late result of a call the caller
+gave up on). A call executed again with the same key returns the stored result without
+running the handler. If an earlier execution never recorded its end (the process died
 between the handler's effect and the store write), an idempotent tool runs again with the same
 key — its handler deduplicates by the key, which is what declaring ``idempotent`` promises —
 while a non-idempotent one gets ``outcome_unknown`` and is not run a second time.
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import threading
 import time
 import traceback
@@ -35,7 +38,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db import close_old_connections, connections
+from django.db import DatabaseError, close_old_connections, connections
+from django.db.models import F
 from django.utils import timezone
 
 from tools.errors import ToolCallError, ToolErrorCode, ToolHandlerError
@@ -44,7 +48,10 @@ from tools.registry import ToolDefinition
 
 RETRY_BACKOFF_S = 0.2
 
+logger = logging.getLogger(__name__)
+
 _pool: ThreadPoolExecutor | None = None
+_pool_size = 0
 _pool_lock = threading.Lock()
 
 
@@ -124,6 +131,32 @@ def _groups(calls: Sequence[PlannedCall]) -> list[list[int]]:
     return groups
 
 
+@dataclass
+class _Running:
+    """A call handed to a worker. The lock settles who records its end: the caller, or (once
+    the caller gave up at the timeout) the worker itself when it finishes late."""
+
+    index: int
+    record_id: int
+    started: float
+    deadline: float
+    lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+    finished: bool = False
+    abandoned: bool = False
+
+    def finish(self) -> bool:
+        """Worker side: True if the caller will take (and store) the outcome."""
+        with self.lock:
+            self.finished = not self.abandoned
+            return self.finished
+
+    def abandon(self) -> bool:
+        """Caller side: True if the call is given up (it had not finished)."""
+        with self.lock:
+            self.abandoned = not self.finished
+            return self.abandoned
+
+
 def _run_group(
     calls: Sequence[PlannedCall],
     group: list[int],
@@ -132,31 +165,47 @@ def _run_group(
     on_start: Callable[[int], None] | None,
     on_finish: Callable[[int, ToolOutcome], None] | None,
 ) -> None:
+    def settle(index: int, outcome: ToolOutcome) -> None:
+        outcomes[index] = outcome
+        if on_finish:
+            on_finish(index, outcome)
+
     pending = deque(group)
-    running: dict[Future[ToolOutcome], tuple[int, float, float]] = {}
+    running: dict[Future[ToolOutcome], _Running] = {}
     while pending or running:
         while pending and len(running) < limit:
             index = pending.popleft()
             if on_start:
                 on_start(index)
             started = time.monotonic()
-            deadline = started + calls[index].tool.timeout_s
-            future = _executor().submit(_run_call, calls[index], deadline)
-            running[future] = (index, started, deadline)
-        nearest = min(deadline for _, _, deadline in running.values())
+            try:
+                record_id, stored = _claim(calls[index])
+            except DatabaseError as exc:  # not recorded, so not run: still data, not a raise
+                record_id, stored = 0, _failure(calls[index].tool, exc, attempts=0)
+            if stored is not None:
+                stored.duration_ms = _elapsed_ms(started)
+                settle(index, stored)
+                continue
+            state = _Running(index, record_id, started, started + calls[index].tool.timeout_s)
+            running[_executor().submit(_run_in_worker, calls[index], state)] = state
+        if not running:
+            continue
+        nearest = min(state.deadline for state in running.values())
         wait(running, timeout=max(0.0, nearest - time.monotonic()), return_when=FIRST_COMPLETED)
         now = time.monotonic()
-        for future, (index, started, deadline) in list(running.items()):
-            if future.done():
-                outcome = future.result()
-            elif now >= deadline:
-                outcome = _timed_out(calls[index].tool, started, never_started=future.cancel())
-            else:
+        for future, state in list(running.items()):
+            if not future.done() and now < state.deadline:
                 continue
             del running[future]
-            outcomes[index] = outcome
-            if on_finish:
-                on_finish(index, outcome)
+            if future.done() or not state.abandon():
+                outcome = _collect(future, calls[state.index].tool, state.record_id)
+            else:
+                never_started = future.cancel()
+                if never_started:  # nothing ran: a later execution of this key may run it
+                    ToolExecution.objects.filter(pk=state.record_id).delete()
+                outcome = _timed_out(calls[state.index].tool, state.started, never_started)
+            outcome.duration_ms = _elapsed_ms(state.started)
+            settle(state.index, outcome)
 
 
 def _timed_out(tool: ToolDefinition, started: float, never_started: bool) -> ToolOutcome:
@@ -173,40 +222,50 @@ def _timed_out(tool: ToolDefinition, started: float, never_started: bool) -> Too
     )
 
 
-def _run_call(call: PlannedCall, deadline: float) -> ToolOutcome:
-    """In a worker thread: consult the store, run the handler (with retries), store the end."""
-    started = time.monotonic()
-    close_old_connections()
+def _collect(future: Future[ToolOutcome], tool: ToolDefinition, record_id: int) -> ToolOutcome:
+    """The worker's outcome, stored under the call's key. Never raises."""
     try:
-        outcome = _run_with_store(call, deadline)
-    except Exception as exc:  # the store itself failed: still data, never a raise
-        outcome = _failure(call.tool, exc, attempts=0)
-    finally:
-        # Pool threads outlive requests and tests: a connection left open here would pin the
-        # database (PostgreSQL refuses to drop a database with open sessions).
-        connections.close_all()
-    outcome.duration_ms = _elapsed_ms(started)
+        outcome = future.result()
+    except Exception as exc:
+        return _failure(tool, exc, attempts=0)
+    try:
+        _store(record_id, outcome)
+    except DatabaseError:
+        logger.exception("could not store the outcome of %s (record %s)", tool.name, record_id)
     return outcome
 
 
-def _run_with_store(call: PlannedCall, deadline: float) -> ToolOutcome:
-    key = call.context.idempotency_key
+def _claim(call: PlannedCall) -> tuple[int, ToolOutcome | None]:
+    """Record that the call starts, or return what an earlier execution of its key settled."""
     record, created = ToolExecution.objects.get_or_create(
-        idempotency_key=key, defaults={"tenant": call.context.tenant, "tool": call.tool.name}
+        idempotency_key=call.context.idempotency_key,
+        defaults={"tenant": call.context.tenant, "tool": call.tool.name},
     )
-    if not created:
-        stored = _stored_outcome(call.tool, record)
-        if stored is not None:
-            return stored
-    outcome = _attempt(call, deadline)
-    ToolExecution.objects.filter(pk=record.pk).update(
+    return record.pk, None if created else _stored_outcome(call.tool, record)
+
+
+def _store(record_id: int, outcome: ToolOutcome) -> None:
+    ToolExecution.objects.filter(pk=record_id).update(
         status=ExecutionStatus.SUCCEEDED if outcome.ok else ExecutionStatus.FAILED,
         result=outcome.result,
         error=outcome.error.to_dict() if outcome.error else None,
-        attempts=record.attempts + outcome.attempts,
+        attempts=F("attempts") + outcome.attempts,
         finished_at=timezone.now(),
     )
-    return outcome
+
+
+def _run_in_worker(call: PlannedCall, state: _Running) -> ToolOutcome:
+    """In a pool thread: run the handler; store the outcome only if the caller gave up."""
+    close_old_connections()
+    try:
+        outcome = _attempt(call, state.deadline)
+        if not state.finish():
+            _store(state.record_id, outcome)  # a late result, kept for a re-execution
+        return outcome
+    finally:
+        # Pool threads outlive requests and tests: a connection a handler opened here would
+        # pin the database (PostgreSQL refuses to drop a database with open sessions).
+        connections.close_all()
 
 
 def _stored_outcome(tool: ToolDefinition, record: ToolExecution) -> ToolOutcome | None:
@@ -265,12 +324,15 @@ def _failure(tool: ToolDefinition, exc: Exception, attempts: int) -> ToolOutcome
 
 
 def _executor() -> ThreadPoolExecutor:
-    global _pool
+    """The process's tool threads (a new pool when ``HARNESS_TOOL_MAX_THREADS`` changes)."""
+    global _pool, _pool_size
+    size = settings.HARNESS_TOOL_MAX_THREADS
     with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(
-                max_workers=settings.HARNESS_TOOL_MAX_THREADS, thread_name_prefix="tool"
-            )
+        if _pool is None or _pool_size != size:
+            if _pool is not None:
+                _pool.shutdown(wait=False)  # its busy threads end on their own
+            _pool = ThreadPoolExecutor(max_workers=size, thread_name_prefix="tool")
+            _pool_size = size
         return _pool
 
 

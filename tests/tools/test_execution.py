@@ -4,6 +4,7 @@ import pytest
 
 from tests.factories import write_tool
 from tests.tools import handlers
+from tools.models import ToolExecution
 
 LABEL = {
     "type": "object",
@@ -157,3 +158,21 @@ def test_retries_can_be_switched_off(run_script, tool_dir, settings, retries):
 
     assert done.tool_results[0]["error"]["code"] == "http_error"
     assert handlers.calls["flaky"] == 1
+
+
+def test_a_call_that_finds_every_tool_worker_busy_times_out_without_running(
+    run_script, tool_dir, settings
+):
+    settings.HARNESS_TOOL_MAX_THREADS = 1
+    hung = tool(tool_dir, "hang", timeout_s=0.3)
+
+    done = run_script([{"name": hung, "arguments": {}}] * 2, tools=[hung])
+
+    first, second = (result["error"]["message"] for result in done.tool_results)
+    assert first == f"{hung} did not finish within 0.3 s and was abandoned."
+    assert second == (
+        f"{hung} could not start within 0.3 s: every tool worker of this process is busy."
+    )
+    assert handlers.calls["hang"] == 1
+    keys = set(ToolExecution.objects.values_list("idempotency_key", flat=True))
+    assert keys == {f"{done.run['id']}:call_1_1"}  # the call that never ran left no record
