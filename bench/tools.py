@@ -9,7 +9,9 @@ DATABASE_URL is set (use a database of your own: the script migrates it).
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -24,7 +26,10 @@ sys.path = [str(ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != ROO
 
 
 def setup_django() -> None:
-    os.environ.setdefault("HARNESS_VAR_DIR", tempfile.mkdtemp(prefix="harness-bench-"))
+    if "HARNESS_VAR_DIR" not in os.environ:
+        var_dir = tempfile.mkdtemp(prefix="harness-bench-")
+        atexit.register(shutil.rmtree, var_dir, ignore_errors=True)
+        os.environ["HARNESS_VAR_DIR"] = var_dir
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "harness.settings.base")
     import django
 

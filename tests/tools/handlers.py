@@ -14,6 +14,7 @@ seen_keys: list[str] = []
 release = threading.Event()
 _done: dict[str, threading.Event] = {}
 _lock = threading.Lock()
+_crowd = threading.Condition()
 _in_flight = 0
 max_in_flight = 0
 pair = threading.Barrier(2)
@@ -73,16 +74,14 @@ def meet_a_partner(arguments: dict[str, Any], context: Any) -> dict[str, Any]:
 
 
 def count_in_flight(arguments: dict[str, Any], context: Any) -> dict[str, Any]:
-    """Pairs up with one other call (so two are surely in flight together) and counts."""
+    """Stays in flight until three calls are (or 0.3 s passed), counting the most at once."""
     global _in_flight, max_in_flight
-    with _lock:
+    with _crowd:
         _in_flight += 1
         max_in_flight = max(max_in_flight, _in_flight)
-    try:
-        pair.wait(5)  # a Barrier is cyclic: the next two calls pair up again
-    finally:
-        with _lock:
-            _in_flight -= 1
+        _crowd.notify_all()
+        _crowd.wait_for(lambda: _in_flight >= 3, timeout=0.3)
+        _in_flight -= 1
     return {"ok": True}
 
 

@@ -15,7 +15,11 @@ from tests.factories import write_tool
 SECRET = "s3cret-token-value"
 TICKET_PARAMETERS = {
     "type": "object",
-    "properties": {"ticket_id": {"type": "string"}, "verbose": {"type": "boolean"}},
+    "properties": {
+        "ticket_id": {"type": "string"},
+        "verbose": {"type": "boolean"},
+        "include": {"type": "array", "items": {"type": "string"}},
+    },
     "required": ["ticket_id"],
     "additionalProperties": False,
 }
@@ -118,12 +122,18 @@ def test_a_get_tool_fills_the_url_sends_the_secret_and_returns_the_json_at_its_p
     )
 
     done = run_script(
-        [{"name": name, "arguments": {"ticket_id": "T-7", "verbose": True}}], tools=[name]
+        [
+            {
+                "name": name,
+                "arguments": {"ticket_id": "T-7", "verbose": True, "include": ["notes", "log"]},
+            }
+        ],
+        tools=[name],
     )
 
     assert done.tool_results[0]["result"] == {"id": "T-7", "state": "open"}
     [request] = service.received
-    assert request["path"] == "/tickets/T-7?verbose=true"
+    assert request["path"] == "/tickets/T-7?verbose=true&include=notes&include=log"
     assert request["headers"]["Authorization"] == f"Bearer {SECRET}"
     assert request["headers"]["Idempotency-Key"] == f"{done.run['id']}:call_1_1"
     assert SECRET not in json.dumps(done.trace)
