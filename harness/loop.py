@@ -29,16 +29,24 @@ from harness.errors import HarnessError
 from harness.events import EventType, emit
 from harness.honesty import find_unreported_failures, honest_answer
 from harness.models import Run, RunStatus, Session
-from harness.sealing import seal, unseal
 from harness.tool_calls import (
     CallScope,
     declared_argument_pointers,
-    handle_tool_call,
+    handle_tool_calls,
     visible_tools,
 )
 from tools.errors import ToolFilesInvalid
 from tools.services import get_tool_registry
-from traces.services import AuditKind, OpenSpan, SpanKind, SpanStatus, TraceRecorder, under
+from traces.services import (
+    AuditKind,
+    OpenSpan,
+    SpanKind,
+    SpanStatus,
+    TraceRecorder,
+    seal,
+    under,
+    unseal,
+)
 
 REPEATED_CALL_LIMIT = 3
 
@@ -369,9 +377,10 @@ def _not_executed(call: ToolCall, why: str) -> Message:
 def _run_tool_calls(
     run: Run, scope: CallScope, messages: list[Message], calls: list[ToolCall], driver: Driver
 ) -> None:
-    # Results are appended in the model's order, whatever order they finish in.
-    for call in sorted(calls, key=lambda c: c.index):
-        result, ok = handle_tool_call(call, scope)
+    """Decide each call, run the allowed ones together (in parallel where safe), append the
+    results in the model's order, whatever order they finish in, then checkpoint."""
+    ordered = sorted(calls, key=lambda c: c.index)
+    for call, (result, ok) in zip(ordered, handle_tool_calls(ordered, scope), strict=True):
         messages.append(result)
         finished = {
             "call_id": call.id,
@@ -380,8 +389,7 @@ def _run_tool_calls(
             "error": None if ok else json.loads(result.content).get("error"),
         }
         emit(run.id, EventType.TOOL_CALL_FINISHED, scope.tracer.mask(finished))
-        if not _checkpoint(run, messages, driver, scope.tracer):
-            return
+    _checkpoint(run, messages, driver, scope.tracer)
 
 
 class DeltaEvents:

@@ -23,8 +23,7 @@ from harness.errors import SessionBusy, SessionMismatch, SessionNotFound, Unknow
 from harness.events import EventType, emit
 from harness.loop import Driver, claim_run, drive_run
 from harness.models import TERMINAL_STATUSES, ApiKey, Run, RunMode, RunStatus, Session, Tenant
-from harness.sealing import seal
-from traces.services import mask_for_storage
+from traces.services import mask_for_storage, seal
 
 API_KEY_PREFIX = "hk_"
 

@@ -1,11 +1,15 @@
-"""Deciding and executing one proposed tool call, in the order DESIGN.md fixes:
+"""Deciding and executing the tool calls of a step, in the order DESIGN.md fixes:
 the tool exists and is enabled for the agent → ACL → arguments parse → JSON Schema →
 execution. Every refusal becomes a structured error for the model and a span; nothing raises.
+
+Decisions are taken call by call, in the model's order; the allowed calls are then executed
+as one batch (concurrency-safe ones in parallel) and their results put back in that order.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,11 +18,14 @@ from harness.agent_registry import AgentSpec
 from policy import services as policy
 from tools.errors import ToolCallError, ToolErrorCode
 from tools.services import (
+    PlannedCall,
     ToolContext,
     ToolDefinition,
+    ToolOutcome,
     ToolRegistry,
-    execute_tool,
+    execute_tool_calls,
     find_violations,
+    result_for_model,
     summarize_violations,
 )
 from traces.services import AuditKind, OpenSpan, SpanKind, SpanStatus, TraceRecorder, under
@@ -59,8 +66,33 @@ def declared_argument_pointers(calls: list[ToolCall], registry: ToolRegistry) ->
     return pointers
 
 
+def handle_tool_calls(calls: Sequence[ToolCall], scope: CallScope) -> list[tuple[Message, bool]]:
+    """Decide each call, execute the allowed ones together; results in the order of ``calls``.
+
+    Each result is the tool-result message and whether the call succeeded.
+    """
+    results: list[tuple[Message, bool] | None] = []
+    allowed: list[tuple[int, ToolCall, PlannedCall]] = []
+    for call in calls:
+        decided = _decide(call, scope)
+        if isinstance(decided, PlannedCall):
+            allowed.append((len(results), call, decided))
+            results.append(None)
+        else:
+            results.append(decided)
+    executed = _execute([(call, planned) for _, call, planned in allowed], scope)
+    for (position, _, _), result in zip(allowed, executed, strict=True):
+        results[position] = result
+    return [result for result in results if result is not None]
+
+
 def handle_tool_call(call: ToolCall, scope: CallScope) -> tuple[Message, bool]:
     """Decide and run one call; return the tool-result message and whether the call succeeded."""
+    return handle_tool_calls([call], scope)[0]
+
+
+def _decide(call: ToolCall, scope: CallScope) -> tuple[Message, bool] | PlannedCall:
+    """A refusal (message, False), or the call ready to execute."""
     tool = scope.registry.get(call.name)
     if tool is None or call.name not in scope.agent.tools or not tool.enabled:
         return _refuse(call, scope, _unknown_tool_error(call, scope), rule="tool_enabled")
@@ -103,10 +135,6 @@ def handle_tool_call(call: ToolCall, scope: CallScope) -> tuple[Message, bool]:
             {"tool": call.name, "violations": violations},
         )
         return _refuse(call, scope, error, rule="schema")
-    return _execute(call, tool, scope)
-
-
-def _execute(call: ToolCall, tool: ToolDefinition, scope: CallScope) -> tuple[Message, bool]:
     context = ToolContext(
         tenant=scope.tenant,
         user_id=scope.user_id,
@@ -114,33 +142,70 @@ def _execute(call: ToolCall, tool: ToolDefinition, scope: CallScope) -> tuple[Me
         call_id=call.id,
         idempotency_key=f"{scope.run_id}:{call.id}",
     )
-    with scope.tracer.span(
-        SpanKind.TOOL_CALL, call.name, scope.parent, call_id=call.id, tool=call.name
-    ) as span:
-        outcome = execute_tool(tool, call.arguments or {}, context)
-        span.set(duration_ms=outcome.duration_ms, idempotency_key=context.idempotency_key)
-        if not outcome.ok:
-            span.fail(error_code=str(outcome.error.code))
-        scope.tracer.audit(
-            span,
-            AuditKind.TOOL_IO,
-            {
-                "tool": call.name,
-                "call_id": call.id,
-                "proposed_arguments": call.raw_arguments,
-                "arguments": call.arguments,
-                "result": outcome.result,
-                "error": outcome.error.to_dict() if outcome.error else None,
-                "traceback": outcome.traceback or None,
-                "duration_ms": outcome.duration_ms,
-                "idempotency_key": context.idempotency_key,
-            },
-            sensitive=under("/arguments", tool.sensitive.get("arguments"))
-            | under("/result", tool.sensitive.get("result")),
+    return PlannedCall(tool=tool, arguments=call.arguments, context=context)
+
+
+def _execute(
+    batch: list[tuple[ToolCall, PlannedCall]], scope: CallScope
+) -> list[tuple[Message, bool]]:
+    """Execute allowed calls; each gets a tool_call span and a tool_io audit record."""
+    spans: dict[int, OpenSpan] = {}
+    messages: dict[int, tuple[Message, bool]] = {}
+
+    def on_start(index: int) -> None:
+        call = batch[index][0]
+        spans[index] = scope.tracer.start(
+            SpanKind.TOOL_CALL, call.name, scope.parent, call_id=call.id, tool=call.name
         )
+
+    def on_finish(index: int, outcome: ToolOutcome) -> None:
+        call, planned = batch[index]
+        messages[index] = _record_outcome(call, planned, outcome, spans[index], scope)
+
+    execute_tool_calls([planned for _, planned in batch], on_start=on_start, on_finish=on_finish)
+    return [messages[index] for index in range(len(batch))]
+
+
+def _record_outcome(
+    call: ToolCall, planned: PlannedCall, outcome: ToolOutcome, span: OpenSpan, scope: CallScope
+) -> tuple[Message, bool]:
+    key = planned.context.idempotency_key
+    shown, digested = (
+        result_for_model(planned.tool, outcome.result) if outcome.ok else (None, False)
+    )
+    span.set(
+        duration_ms=outcome.duration_ms,
+        idempotency_key=key,
+        attempts=outcome.attempts,
+        replayed=outcome.replayed,
+        result_digest=digested,
+    )
+    if outcome.error:
+        span.fail(error_code=str(outcome.error.code))
+    # The audit keeps the whole result, even when the model is shown a digest.
+    scope.tracer.audit(
+        span,
+        AuditKind.TOOL_IO,
+        {
+            "tool": call.name,
+            "call_id": call.id,
+            "proposed_arguments": call.raw_arguments,
+            "arguments": planned.arguments,
+            "result": outcome.result,
+            "error": outcome.error.to_dict() if outcome.error else None,
+            "traceback": outcome.traceback or None,
+            "duration_ms": outcome.duration_ms,
+            "idempotency_key": key,
+            "attempts": outcome.attempts,
+            "replayed": outcome.replayed,
+        },
+        sensitive=under("/arguments", planned.tool.sensitive.get("arguments"))
+        | under("/result", planned.tool.sensitive.get("result")),
+    )
+    scope.tracer.end(span)
     if outcome.error:
         return _tool_message(call, error=outcome.error), False
-    return _tool_message(call, result=outcome.result), True
+    return _tool_message(call, result=shown), True
 
 
 def _refuse(

@@ -28,8 +28,7 @@ from standardwebhooks.webhooks import Webhook
 from harness.dispatch import enqueue_delivery
 from harness.errors import ErrorCode, HarnessError
 from harness.models import DeliveryStatus, Run, WebhookAttempt, WebhookDelivery
-from harness.sealing import seal, unseal
-from traces.services import mask_for_storage
+from traces.services import mask_for_storage, seal, unseal
 
 # Deliveries stuck in "sending" this long (a worker died mid-attempt) are tried again.
 SENDING_TIMEOUT_S = 300

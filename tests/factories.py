@@ -49,3 +49,20 @@ def write_agent(folder: Path, **overrides: Any) -> dict[str, Any]:
     } | overrides
     (folder / f"{agent['name']}.json").write_text(json.dumps(agent), encoding="utf-8")
     return agent
+
+
+def write_tool(folder: Path, **overrides: Any) -> dict[str, Any]:
+    """A valid tool file in ``folder`` (which tests add to ``HARNESS_TOOL_DIRS``)."""
+    n = next(_counter)
+    tool = {
+        "name": f"test_tool_{n}",
+        "description": "A tool written by a test; it echoes its arguments back.",
+        "parameters": {"type": "object", "properties": {}, "additionalProperties": False},
+        "handler": "tests.tools.handlers.echo",
+        "access": ["ticket:read"],
+        "timeout_s": 5,
+        "idempotent": True,
+        "concurrency_safe": True,
+    } | overrides
+    (folder / f"{tool['name']}.json").write_text(json.dumps(tool), encoding="utf-8")
+    return tool

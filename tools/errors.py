@@ -13,6 +13,9 @@ class ToolErrorCode(StrEnum):
     TIMEOUT = "timeout"
     TOOL_FAILED = "tool_failed"
     TOOL_DISABLED = "tool_disabled"
+    HTTP_ERROR = "http_error"
+    INVALID_RESPONSE = "invalid_response"
+    OUTCOME_UNKNOWN = "outcome_unknown"
 
 
 @dataclass(frozen=True)
@@ -46,3 +49,33 @@ class ToolCallError:
 
     def to_dict(self) -> dict[str, Any]:
         return {"code": str(self.code), "message": self.message, "details": self.details}
+
+
+class ToolHandlerError(Exception):
+    """Raised by a handler to hand the model a specific, expected error (no traceback kept).
+
+    Any other exception is an unexpected failure: the model gets a short ``tool_failed`` error
+    and the audit the full traceback.
+    """
+
+    transient = False
+
+    def __init__(
+        self, code: ToolErrorCode, message: str, details: dict[str, Any] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.details = details or {}
+
+    def to_call_error(self) -> ToolCallError:
+        return ToolCallError(self.code, self.message, self.details)
+
+
+class TransientToolError(ToolHandlerError):
+    """A failure that may pass on a second try (connection refused, HTTP 503, …).
+
+    The executor retries it, within the tool's timeout, only for tools declared idempotent.
+    """
+
+    transient = True

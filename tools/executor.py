@@ -1,40 +1,84 @@
-"""Running a tool handler with a timeout, turning every failure into data.
+"""Running tool handlers: timeouts, idempotency, retries and parallelism, every failure as data.
 
 A handler is ``handler(arguments: dict, context: ToolContext) -> JSON-able value``. It runs in
 a bounded thread pool so that a hung handler cannot hang the run: past its timeout the caller
-gets a ``timeout`` error (the thread is abandoned, and the pool bounds how many can pile up).
+gets a ``timeout`` error (the thread is abandoned; the pool bounds how many can pile up, and a
+late result is still stored under the call's idempotency key).
+
+Idempotency: each call has a key (run id + call id), handed to the handler and used as the key
+of a ``ToolExecution`` row, written before the handler runs and updated with its outcome (on
+the caller's database connection; a worker writes only the late result of a call the caller
+gave up on). A call executed again with the same key returns the stored result without
+running the handler. If an earlier execution never recorded its end (the process died
+between the handler's effect and the store write), an idempotent tool runs again with the same
+key — its handler deduplicates by the key, which is what declaring ``idempotent`` promises —
+while a non-idempotent one gets ``outcome_unknown`` and is not run a second time.
+
+Retries: a ``TransientToolError`` is retried with backoff within the timeout, only for
+idempotent tools; non-idempotent tools are never retried automatically.
+
+Parallelism (``execute_tool_calls``): consecutive concurrency-safe calls of a step run together,
+at most ``HARNESS_TOOL_PARALLELISM_PER_RUN`` at a time; a call that is not concurrency-safe
+runs alone, after the calls before it and before the calls after it. Outcomes come back in the
+order of the calls, whatever order they finish in.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import logging
 import threading
 import time
 import traceback
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import close_old_connections, connections
+from django.conf import settings
+from django.db import DatabaseError, close_old_connections, connections
+from django.db.models import F
+from django.utils import timezone
 
-from tools.errors import ToolCallError, ToolErrorCode
+from tools.errors import ToolCallError, ToolErrorCode, ToolHandlerError
+from tools.models import ExecutionStatus, ToolExecution
 from tools.registry import ToolDefinition
+from traces.services import seal, unseal
 
-MAX_WORKER_THREADS = 16
+RETRY_BACKOFF_S = 0.2
+
+logger = logging.getLogger(__name__)
 
 _pool: ThreadPoolExecutor | None = None
+_pool_size = 0
 _pool_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
 class ToolContext:
-    """Who a call acts for, handed to every handler. ``idempotency_key`` = run id + call id."""
+    """Who a call acts for, handed to every handler. ``idempotency_key`` = run id + call id.
+
+    ``deadline`` (``time.monotonic()`` clock) and ``attempt`` are set by the executor.
+    """
 
     tenant: str
     user_id: str
     run_id: str
     call_id: str
     idempotency_key: str
+    deadline: float | None = None
+    attempt: int = 1
+
+
+@dataclass(frozen=True)
+class PlannedCall:
+    """A call that passed every check and may be executed."""
+
+    tool: ToolDefinition
+    arguments: dict[str, Any]
+    context: ToolContext
 
 
 @dataclass
@@ -43,6 +87,9 @@ class ToolOutcome:
     error: ToolCallError | None = None
     duration_ms: float = 0.0
     traceback: str = ""
+    attempts: int = 0
+    # True when the result (or error) came from the idempotency store, not from the handler.
+    replayed: bool = False
 
     @property
     def ok(self) -> bool:
@@ -52,53 +99,250 @@ class ToolOutcome:
 def execute_tool(
     tool: ToolDefinition, arguments: dict[str, Any], context: ToolContext
 ) -> ToolOutcome:
-    """Run the tool's handler within its timeout. Never raises for a handler's failure."""
-    started = time.perf_counter()
-    future = _executor().submit(_call_handler, tool, arguments, context)
+    """Run one call within its timeout. Never raises for a handler's failure."""
+    return execute_tool_calls([PlannedCall(tool, arguments, context)])[0]
+
+
+def execute_tool_calls(
+    calls: Sequence[PlannedCall],
+    on_start: Callable[[int], None] | None = None,
+    on_finish: Callable[[int, ToolOutcome], None] | None = None,
+) -> list[ToolOutcome]:
+    """Execute a step's calls; return their outcomes in the order of ``calls``.
+
+    ``on_start(i)`` and ``on_finish(i, outcome)`` are called in the caller's thread as call
+    ``i`` is handed to a worker and as its outcome is known (for spans and audit records).
+    Side effects: whatever the handlers do, and one ``ToolExecution`` row per call.
+    """
+    outcomes: list[ToolOutcome | None] = [None] * len(calls)
+    limit = settings.HARNESS_TOOL_PARALLELISM_PER_RUN
+    for group in _groups(calls):
+        _run_group(calls, group, limit, outcomes, on_start, on_finish)
+    return [outcome for outcome in outcomes if outcome is not None]
+
+
+def _groups(calls: Sequence[PlannedCall]) -> list[list[int]]:
+    """Runs of consecutive concurrency-safe calls; every other call is a group of its own."""
+    groups: list[list[int]] = []
+    for index, call in enumerate(calls):
+        if call.tool.concurrency_safe and groups and calls[groups[-1][0]].tool.concurrency_safe:
+            groups[-1].append(index)
+        else:
+            groups.append([index])
+    return groups
+
+
+@dataclass
+class _Running:
+    """A call handed to a worker. The lock settles who records its end: the caller, or (once
+    the caller gave up at the timeout) the worker itself when it finishes late."""
+
+    index: int
+    record_id: int
+    started: float
+    deadline: float
+    lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+    finished: bool = False
+    abandoned: bool = False
+
+    def finish(self) -> bool:
+        """Worker side: True if the caller will take (and store) the outcome."""
+        with self.lock:
+            self.finished = not self.abandoned
+            return self.finished
+
+    def abandon(self) -> bool:
+        """Caller side: True if the call is given up (it had not finished)."""
+        with self.lock:
+            self.abandoned = not self.finished
+            return self.abandoned
+
+
+def _run_group(
+    calls: Sequence[PlannedCall],
+    group: list[int],
+    limit: int,
+    outcomes: list[ToolOutcome | None],
+    on_start: Callable[[int], None] | None,
+    on_finish: Callable[[int, ToolOutcome], None] | None,
+) -> None:
+    def settle(index: int, outcome: ToolOutcome) -> None:
+        outcomes[index] = outcome
+        if on_finish:
+            on_finish(index, outcome)
+
+    pending = deque(group)
+    running: dict[Future[ToolOutcome], _Running] = {}
+    while pending or running:
+        while pending and len(running) < limit:
+            index = pending.popleft()
+            if on_start:
+                on_start(index)
+            started = time.monotonic()
+            try:
+                record_id, stored = _claim(calls[index])
+            except DatabaseError as exc:  # not recorded, so not run: still data, not a raise
+                record_id, stored = 0, _failure(calls[index].tool, exc, attempts=0)
+            if stored is not None:
+                stored.duration_ms = _elapsed_ms(started)
+                settle(index, stored)
+                continue
+            state = _Running(index, record_id, started, started + calls[index].tool.timeout_s)
+            running[_executor().submit(_run_in_worker, calls[index], state)] = state
+        if not running:
+            continue
+        nearest = min(state.deadline for state in running.values())
+        wait(running, timeout=max(0.0, nearest - time.monotonic()), return_when=FIRST_COMPLETED)
+        now = time.monotonic()
+        for future, state in list(running.items()):
+            if not future.done() and now < state.deadline:
+                continue
+            del running[future]
+            if future.done() or not state.abandon():
+                outcome = _collect(future, calls[state.index].tool, state.record_id)
+            else:
+                never_started = future.cancel()
+                if never_started:  # nothing ran: a later execution of this key may run it
+                    ToolExecution.objects.filter(pk=state.record_id).delete()
+                outcome = _timed_out(calls[state.index].tool, state.started, never_started)
+            outcome.duration_ms = _elapsed_ms(state.started)
+            settle(state.index, outcome)
+
+
+def _timed_out(tool: ToolDefinition, started: float, never_started: bool) -> ToolOutcome:
+    if never_started:
+        message = (
+            f"{tool.name} could not start within {tool.timeout_s:g} s: "
+            "every tool worker of this process is busy."
+        )
+    else:
+        message = f"{tool.name} did not finish within {tool.timeout_s:g} s and was abandoned."
+    return ToolOutcome(
+        error=ToolCallError(ToolErrorCode.TIMEOUT, message, {"timeout_s": tool.timeout_s}),
+        duration_ms=_elapsed_ms(started),
+    )
+
+
+def _collect(future: Future[ToolOutcome], tool: ToolDefinition, record_id: int) -> ToolOutcome:
+    """The worker's outcome, stored under the call's key. Never raises."""
     try:
-        result = future.result(timeout=tool.timeout_s)
-    except FutureTimeout:
-        future.cancel()
-        return ToolOutcome(
-            error=ToolCallError(
-                ToolErrorCode.TIMEOUT,
-                f"{tool.name} did not finish within {tool.timeout_s:g} s and was abandoned.",
-                {"timeout_s": tool.timeout_s},
-            ),
-            duration_ms=_elapsed_ms(started),
-        )
+        outcome = future.result()
     except Exception as exc:
-        return ToolOutcome(
-            error=ToolCallError(
-                ToolErrorCode.TOOL_FAILED,
-                f"{tool.name} failed: {type(exc).__name__}: {_first_line(exc)}",
-            ),
-            duration_ms=_elapsed_ms(started),
-            traceback="".join(traceback.format_exception(exc)),
-        )
-    return ToolOutcome(result=result, duration_ms=_elapsed_ms(started))
+        return _failure(tool, exc, attempts=0)
+    try:
+        _store(record_id, outcome)
+    except DatabaseError:
+        logger.exception("could not store the outcome of %s (record %s)", tool.name, record_id)
+    return outcome
 
 
-def _call_handler(tool: ToolDefinition, arguments: dict[str, Any], context: ToolContext) -> Any:
+def _claim(call: PlannedCall) -> tuple[int, ToolOutcome | None]:
+    """Record that the call starts, or return what an earlier execution of its key settled."""
+    record, created = ToolExecution.objects.get_or_create(
+        idempotency_key=call.context.idempotency_key,
+        defaults={"tenant": call.context.tenant, "tool": call.tool.name},
+    )
+    return record.pk, None if created else _stored_outcome(call.tool, record)
+
+
+def _store(record_id: int, outcome: ToolOutcome) -> None:
+    ToolExecution.objects.filter(pk=record_id).update(
+        status=ExecutionStatus.SUCCEEDED if outcome.ok else ExecutionStatus.FAILED,
+        sealed_outcome=seal(
+            {"result": outcome.result, "error": outcome.error.to_dict() if outcome.error else None}
+        ),
+        attempts=F("attempts") + outcome.attempts,
+        finished_at=timezone.now(),
+    )
+
+
+def _run_in_worker(call: PlannedCall, state: _Running) -> ToolOutcome:
+    """In a pool thread: run the handler; store the outcome only if the caller gave up."""
     close_old_connections()
     try:
-        return tool.handler(arguments, context)
+        outcome = _attempt(call, state.deadline)
+        if not state.finish():
+            _store(state.record_id, outcome)  # a late result, kept for a re-execution
+        return outcome
     finally:
-        # Pool threads outlive requests and tests: a connection left open here would pin the
-        # database (PostgreSQL refuses to drop a database with open sessions).
+        # Pool threads outlive requests and tests: a connection a handler opened here would
+        # pin the database (PostgreSQL refuses to drop a database with open sessions).
         connections.close_all()
 
 
+def _stored_outcome(tool: ToolDefinition, record: ToolExecution) -> ToolOutcome | None:
+    """What an earlier execution of this key settles; None means "run the handler again"."""
+    stored = unseal(record.sealed_outcome, {})
+    if record.status == ExecutionStatus.SUCCEEDED:
+        return ToolOutcome(result=stored.get("result"), replayed=True)
+    if tool.idempotent:
+        return None
+    if record.status == ExecutionStatus.FAILED and stored.get("error"):
+        error = ToolCallError(
+            ToolErrorCode(stored["error"]["code"]),
+            stored["error"]["message"],
+            stored["error"]["details"],
+        )
+        return ToolOutcome(error=error, replayed=True)
+    return ToolOutcome(
+        error=ToolCallError(
+            ToolErrorCode.OUTCOME_UNKNOWN,
+            f"An earlier attempt of this {tool.name} call did not finish and {tool.name} is not "
+            "idempotent, so it was not run again. Check the current state before calling it "
+            "again.",
+            {"tool": tool.name},
+        ),
+        replayed=True,
+    )
+
+
+def _attempt(call: PlannedCall, deadline: float) -> ToolOutcome:
+    retries = settings.HARNESS_TOOL_MAX_RETRIES if call.tool.idempotent else 0
+    attempt = 0
+    while True:
+        attempt += 1
+        context = dataclasses.replace(call.context, deadline=deadline, attempt=attempt)
+        try:
+            result = call.tool.handler(call.arguments, context)
+            json.dumps(result)  # the result must be JSON data: it is stored and sent on
+        except ToolHandlerError as exc:
+            backoff = RETRY_BACKOFF_S * 2 ** (attempt - 1)
+            if exc.transient and attempt <= retries and time.monotonic() + backoff < deadline:
+                time.sleep(backoff)
+                continue
+            return ToolOutcome(error=exc.to_call_error(), attempts=attempt)
+        except Exception as exc:
+            return _failure(call.tool, exc, attempts=attempt)
+        return ToolOutcome(result=result, attempts=attempt)
+
+
+def _failure(tool: ToolDefinition, exc: Exception, attempts: int) -> ToolOutcome:
+    """A short error for the model; the full traceback is for the audit only."""
+    return ToolOutcome(
+        error=ToolCallError(
+            ToolErrorCode.TOOL_FAILED,
+            f"{tool.name} failed: {type(exc).__name__}: {_first_line(exc)}",
+        ),
+        traceback="".join(traceback.format_exception(exc)),
+        attempts=attempts,
+    )
+
+
 def _executor() -> ThreadPoolExecutor:
-    global _pool
+    """The process's tool threads (a new pool when ``HARNESS_TOOL_MAX_THREADS`` changes)."""
+    global _pool, _pool_size
+    size = settings.HARNESS_TOOL_MAX_THREADS
     with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=MAX_WORKER_THREADS, thread_name_prefix="tool")
+        if _pool is None or _pool_size != size:
+            if _pool is not None:
+                _pool.shutdown(wait=False)  # its busy threads end on their own
+            _pool = ThreadPoolExecutor(max_workers=size, thread_name_prefix="tool")
+            _pool_size = size
         return _pool
 
 
 def _elapsed_ms(started: float) -> float:
-    return round((time.perf_counter() - started) * 1000, 3)
+    return round((time.monotonic() - started) * 1000, 3)
 
 
 def _first_line(exc: BaseException) -> str:

@@ -2,9 +2,9 @@
 
 Folders are the project's ``tools/definitions/`` plus ``HARNESS_TOOL_DIRS``. Every file is
 checked against the metaschema (``tool_file.schema.json``) and more: its ``parameters`` must be
-a valid JSON Schema, its handler must import, its name must be unique and acceptable to every
-provider. All faults are collected (not just the first) so one run of ``check_tools`` shows
-everything to fix.
+a valid JSON Schema, its handler must import (or, for an HTTP handler, its URL template must
+fit the parameters), its name must be unique and acceptable to every provider. All faults are
+collected (not just the first) so one run of ``check_tools`` shows everything to fix.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from jsonschema.exceptions import SchemaError
 
 from gateway.messages import ToolSpec
 from tools.errors import ToolFileFault, ToolFilesInvalid
+from tools.http_tools import PLACEHOLDER, HttpHandler
 
 METASCHEMA_PATH = Path(__file__).with_name("tool_file.schema.json")
 # The strictest rule among providers (OpenAI's function names).
@@ -49,13 +50,16 @@ class ToolDefinition:
     carries: tuple[str, ...] = ()
     sink: str | None = None
     result_schema: dict[str, Any] | None = None
+    http: HttpHandler | None = None
+    # {"tool": ..., "argument": ..., "field": ...}: how to fetch one item of a digest in full.
+    fetch_details: dict[str, str] | None = None
 
     def spec(self) -> ToolSpec:
         return ToolSpec(name=self.name, description=self.description, parameters=self.parameters)
 
     @property
     def handler(self) -> Callable[..., Any]:
-        return import_string(self.handler_path)
+        return self.http or import_string(self.handler_path)
 
     @property
     def validator(self) -> Draft202012Validator:
@@ -97,9 +101,14 @@ def tool_files(folders: Iterable[str]) -> list[Path]:
 
 
 def load_tool_files(
-    paths: Iterable[Path], default_timeout_s: float = 30.0
+    paths: Iterable[Path],
+    default_timeout_s: float = 30.0,
+    known_tools: dict[str, ToolDefinition] | None = None,
 ) -> tuple[dict[str, ToolDefinition], list[ToolFileFault]]:
-    """Read and check tool files; return the good tools and every fault found."""
+    """Read and check tool files; return the good tools and every fault found.
+
+    ``known_tools`` are tools loaded elsewhere that these files may refer to (``fetch_details``).
+    """
     tools: dict[str, ToolDefinition] = {}
     faults: list[ToolFileFault] = []
     for path in paths:
@@ -116,6 +125,11 @@ def load_tool_files(
             )
             continue
         tools[tool.name] = tool
+    for tool in list(tools.values()):
+        reference_faults = _reference_faults(tool, {**(known_tools or {}), **tools})
+        if reference_faults:
+            faults.extend(reference_faults)
+            del tools[tool.name]
     return tools, faults
 
 
@@ -140,11 +154,13 @@ def _read_tool_file(
     if any(f.severity == "error" for f in faults):
         return None, faults
     labels = data.get("labels", {})
+    handler = data["handler"]
+    http = HttpHandler.from_spec(data["name"], handler) if isinstance(handler, dict) else None
     tool = ToolDefinition(
         name=data["name"],
         description=data["description"],
         parameters=data["parameters"],
-        handler_path=data["handler"],
+        handler_path=handler if isinstance(handler, str) else f"http {handler['method']}",
         access=tuple(data["access"]),
         path=where,
         enabled=data.get("enabled", True),
@@ -157,6 +173,8 @@ def _read_tool_file(
         carries=tuple(labels.get("carries", ())),
         sink=labels.get("sink"),
         result_schema=data.get("result"),
+        http=http,
+        fetch_details=data.get("fetch_details"),
     )
     return tool, faults
 
@@ -183,15 +201,21 @@ def _semantic_faults(where: str, data: dict[str, Any]) -> list[ToolFileFault]:
                         f"{_pointer(exc.absolute_path)}: {exc.message}",
                     )
                 )
-    try:
-        handler = import_string(data["handler"])
-    except ImportError as exc:
-        faults.append(
-            ToolFileFault(where, f"handler {data['handler']!r} cannot be imported: {exc}")
-        )
+    if isinstance(data["handler"], str):
+        faults.extend(_python_handler_faults(where, data["handler"]))
     else:
-        if not callable(handler):
-            faults.append(ToolFileFault(where, f"handler {data['handler']!r} is not callable"))
+        faults.extend(_http_handler_faults(where, data))
+    faults.extend(_format_faults(where, data["parameters"]))
+    if "fetch_details" in data:
+        field_name = data["fetch_details"].get("field", data["fetch_details"]["argument"])
+        if field_name not in data.get("key_fields", [field_name]):
+            faults.append(
+                ToolFileFault(
+                    where,
+                    f"fetch_details takes the field {field_name!r}, which is not in key_fields "
+                    "(a digest keeps only key fields)",
+                )
+            )
     if not data["access"]:
         faults.append(
             ToolFileFault(where, "no required access declared: nobody could ever run this tool")
@@ -206,6 +230,103 @@ def _semantic_faults(where: str, data: dict[str, Any]) -> list[ToolFileFault]:
             )
         )
     return faults
+
+
+def _python_handler_faults(where: str, path: str) -> list[ToolFileFault]:
+    try:
+        handler = import_string(path)
+    except ImportError as exc:
+        return [ToolFileFault(where, f"handler {path!r} cannot be imported: {exc}")]
+    if not callable(handler):
+        return [ToolFileFault(where, f"handler {path!r} is not callable")]
+    return []
+
+
+def _http_handler_faults(where: str, data: dict[str, Any]) -> list[ToolFileFault]:
+    http = HttpHandler.from_spec(data["name"], data["handler"])
+    faults = []
+    authority = http.url.split("://", 1)[1].split("/", 1)[0].split("?", 1)[0]
+    if "{" in authority or "$" in authority:
+        faults.append(
+            ToolFileFault(
+                where,
+                "at /handler/url: the scheme and host may not contain placeholders "
+                "(the model must never choose where a request goes)",
+            )
+        )
+    properties = data["parameters"].get("properties", {})
+    required = set(data["parameters"].get("required", []))
+    for name in http.url_arguments:
+        if name not in properties or name not in required:
+            faults.append(
+                ToolFileFault(
+                    where,
+                    f"at /handler/url: {{{name}}} must name a required property of 'parameters'",
+                )
+            )
+    for header, value in http.headers.items():
+        if any(m["argument"] for m in PLACEHOLDER.finditer(value)):
+            faults.append(
+                ToolFileFault(
+                    where,
+                    f"at /handler/headers/{header}: header values may use only ${{secret:NAME}}",
+                )
+            )
+    for secret in http.secrets:
+        if secret not in settings.HARNESS_SECRETS:
+            faults.append(
+                ToolFileFault(
+                    where,
+                    f"secret {secret} is not configured (set HARNESS_SECRET_{secret} or "
+                    f"HARNESS_SECRET_{secret}_FILE): calls will fail",
+                    severity="warning",
+                )
+            )
+    return faults
+
+
+def _format_faults(where: str, schema: Any) -> list[ToolFileFault]:
+    """A ``format`` the validator cannot check would pass anything: say so."""
+    known = _argument_validator("{}").format_checker.checkers
+    found: set[str] = set()
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if isinstance(node.get("format"), str):
+                found.add(node["format"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(schema)
+    return [
+        ToolFileFault(
+            where,
+            f"format {name!r} in 'parameters' is not checked by the validator: "
+            "any string passes (use a pattern instead)",
+            severity="warning",
+        )
+        for name in sorted(found - set(known))
+    ]
+
+
+def _reference_faults(
+    tool: ToolDefinition, tools: dict[str, ToolDefinition]
+) -> list[ToolFileFault]:
+    if tool.fetch_details is None:
+        return []
+    target_name = tool.fetch_details["tool"]
+    argument = tool.fetch_details["argument"]
+    target = tools.get(target_name)
+    if target is None:
+        message = f"fetch_details names tool {target_name!r}, which no tool file defines"
+    elif argument not in target.parameters.get("properties", {}):
+        message = f"fetch_details: tool {target_name!r} has no argument {argument!r}"
+    else:
+        return []
+    return [ToolFileFault(tool.path, message)]
 
 
 def _pointer(path: Iterable[Any]) -> str:

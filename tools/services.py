@@ -1,16 +1,26 @@
 """The tool registry's public face for other apps: look up, validate and execute tools."""
 
-from tools.executor import ToolContext, ToolOutcome, execute_tool
+from tools.digest import result_for_model
+from tools.executor import (
+    PlannedCall,
+    ToolContext,
+    ToolOutcome,
+    execute_tool,
+    execute_tool_calls,
+)
 from tools.registry import ToolDefinition, ToolRegistry, get_tool_registry
 from tools.validation import find_violations, summarize_violations
 
 __all__ = [
+    "PlannedCall",
     "ToolContext",
     "ToolDefinition",
     "ToolOutcome",
     "ToolRegistry",
     "execute_tool",
+    "execute_tool_calls",
     "find_violations",
     "get_tool_registry",
+    "result_for_model",
     "summarize_violations",
 ]

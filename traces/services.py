@@ -12,6 +12,7 @@ from traces.masking import under
 from traces.models import AuditKind, SpanKind, SpanStatus
 from traces.recorder import OpenSpan, TraceRecorder, new_masker, store_fingerprints
 from traces.retention import RetentionReport, delete_expired_traces
+from traces.sealing import seal, unseal
 
 __all__ = [
     "AuditKind",
@@ -23,7 +24,9 @@ __all__ = [
     "TraceRecorder",
     "delete_expired_traces",
     "mask_for_storage",
+    "seal",
     "under",
+    "unseal",
     "verify_chain",
 ]
 

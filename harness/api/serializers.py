@@ -1,7 +1,7 @@
 from rest_framework import serializers
 
 from harness.models import Run, RunMode, RunStatus
-from harness.sealing import unseal
+from traces.services import unseal
 
 
 class RunCreateSerializer(serializers.Serializer):

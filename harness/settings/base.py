@@ -18,6 +18,7 @@ from harness.settings.env import (
     env_json,
     env_list,
     env_paths,
+    env_prefixed,
     env_str,
 )
 
@@ -223,6 +224,15 @@ OPENAI_API_KEY = env_str("OPENAI_API_KEY")
 OPENAI_BASE_URL = env_str("OPENAI_BASE_URL")
 ANTHROPIC_API_KEY = env_str("ANTHROPIC_API_KEY")
 ANTHROPIC_BASE_URL = env_str("ANTHROPIC_BASE_URL")
+# Tool results longer than this (JSON characters) reach the model as a digest of key fields.
+HARNESS_TOOL_RESULT_MAX_CHARS = env_int("HARNESS_TOOL_RESULT_MAX_CHARS", 8000, minimum=200)
+# Concurrency-safe calls of one step in flight at once, and tool threads per process.
+HARNESS_TOOL_PARALLELISM_PER_RUN = env_int("HARNESS_TOOL_PARALLELISM_PER_RUN", 4, minimum=1)
+HARNESS_TOOL_MAX_THREADS = env_int("HARNESS_TOOL_MAX_THREADS", 16, minimum=1)
+# Automatic retries of transient failures, for idempotent tools only.
+HARNESS_TOOL_MAX_RETRIES = env_int("HARNESS_TOOL_MAX_RETRIES", 2, minimum=0)
+# ${secret:NAME} in HTTP tool files reads HARNESS_SECRET_NAME (or HARNESS_SECRET_NAME_FILE).
+HARNESS_SECRETS = env_prefixed("HARNESS_SECRET_")
 
 CASBIN_MODEL = str(BASE_DIR / "policy" / "rbac_with_domains.conf")
 

@@ -91,3 +91,11 @@ def env_json(name: str, default: Any) -> Any:
         return json.loads(raw)
     except json.JSONDecodeError as exc:
         raise ImproperlyConfigured(f"{name} is not valid JSON: {exc}") from exc
+
+
+def env_prefixed(prefix: str) -> dict[str, str]:
+    """Every variable ``<PREFIX><NAME>`` (or ``<PREFIX><NAME>_FILE``), keyed by NAME."""
+    names = {
+        key[len(prefix) :].removesuffix("_FILE") for key in os.environ if key.startswith(prefix)
+    }
+    return {name: env_str(prefix + name) for name in sorted(names) if name}

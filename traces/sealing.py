@@ -1,9 +1,10 @@
-"""The working copy of a run, encrypted at rest.
+"""Clear data that must be kept, encrypted at rest.
 
-What is stored readable (the run's input, conversation and answer, events, traces) is masked.
-The model, though, must work on the real conversation — also in a worker that resumes a run
-another one started — and a callback receiver must get the real answer. That clear copy is
-kept only encrypted (Fernet: AES-128-CBC with HMAC-SHA256), with a key from the settings.
+What is stored readable (a run's input, conversation and answer, events, traces) is masked.
+Some clear copies must still be kept: the conversation the model works on — also in a worker
+that resumes a run another one started —, the answer a callback receiver gets, a tool's result
+replayed for a re-executed call. Those are kept only encrypted (Fernet: AES-128-CBC with
+HMAC-SHA256), with a key from the settings (``HARNESS_SEALING_KEY``).
 """
 
 from __future__ import annotations

@@ -1,0 +1,112 @@
+"""The idempotency store: a call executed again with the same key does not act twice.
+
+A re-execution happens when a run is resumed by another worker after a crash; the API cannot
+provoke that on demand, so these tests call the executor service directly.
+"""
+
+import pytest
+
+from tests.factories import write_tool
+from tests.tools import handlers
+from tools.demo.models import Notification
+from tools.models import ExecutionStatus, ToolExecution
+from tools.services import ToolContext, execute_tool, get_tool_registry
+
+pytestmark = pytest.mark.usefixtures("transactional_db")
+
+
+def context(call_id="call_1_1", run_id="run-1"):
+    return ToolContext(
+        tenant="acme",
+        user_id="bob",
+        run_id=run_id,
+        call_id=call_id,
+        idempotency_key=f"{run_id}:{call_id}",
+    )
+
+
+def registered(tool_dir, handler, **overrides):
+    name = write_tool(tool_dir, handler=f"tests.tools.handlers.{handler}", **overrides)["name"]
+    return get_tool_registry().get(name)
+
+
+def test_a_call_executed_again_with_the_same_key_returns_the_stored_result(tool_dir):
+    tool = registered(tool_dir, "echo", idempotent=False, concurrency_safe=False)
+
+    first = execute_tool(tool, {"n": 1}, context())
+    again = execute_tool(tool, {"n": 1}, context())
+
+    assert handlers.calls["echo"] == 1
+    assert again.result == first.result == {"echo": {"n": 1}, "idempotency_key": "run-1:call_1_1"}
+    assert (first.replayed, again.replayed) == (False, True)
+    record = ToolExecution.objects.get(idempotency_key="run-1:call_1_1")
+    assert (record.status, record.tool, record.attempts) == ("succeeded", tool.name, 1)
+
+
+def test_another_call_id_is_another_execution(tool_dir):
+    tool = registered(tool_dir, "echo")
+
+    execute_tool(tool, {}, context("call_1_1"))
+    execute_tool(tool, {}, context("call_1_2"))
+
+    assert handlers.seen_keys == ["run-1:call_1_1", "run-1:call_1_2"]
+
+
+def test_a_failed_non_idempotent_call_is_not_run_again(tool_dir):
+    tool = registered(tool_dir, "flaky", idempotent=False, concurrency_safe=False)
+
+    first = execute_tool(tool, {}, context())
+    again = execute_tool(tool, {}, context())
+
+    assert handlers.calls["flaky"] == 1
+    assert again.error.to_dict() == first.error.to_dict()
+    assert again.replayed is True
+
+
+def test_a_non_idempotent_call_whose_end_was_never_stored_is_not_run_again(tool_dir):
+    # The process died after the handler acted and before the store recorded the end.
+    tool = registered(tool_dir, "echo", idempotent=False, concurrency_safe=False)
+    ToolExecution.objects.create(idempotency_key="run-1:call_1_1", tenant="acme", tool=tool.name)
+
+    outcome = execute_tool(tool, {}, context())
+
+    assert handlers.calls["echo"] == 0
+    assert outcome.error.code == "outcome_unknown"
+    assert "Check the current state" in outcome.error.message
+
+
+def test_an_idempotent_call_whose_end_was_never_stored_runs_again_with_the_same_key():
+    notify = get_tool_registry().get("notify_user")
+    arguments = {"user_id": "agent-li", "message": "Please look at T-20250318-007."}
+    first = execute_tool(notify, arguments, context())
+    # Simulate a crash between the handler's effect and the store write.
+    ToolExecution.objects.filter(idempotency_key="run-1:call_1_1").update(
+        status=ExecutionStatus.STARTED, sealed_outcome=""
+    )
+
+    again = execute_tool(notify, arguments, context())
+
+    assert again.replayed is False
+    assert again.result == first.result | {"duplicate": True}
+    assert Notification.objects.count() == 1
+    record = ToolExecution.objects.get(idempotency_key="run-1:call_1_1")
+    assert (record.status, record.attempts) == ("succeeded", 2)
+
+
+def test_a_timed_out_calls_late_result_is_stored_for_a_re_execution(tool_dir):
+    tool = registered(tool_dir, "hang", timeout_s=0.2, idempotent=False)
+
+    timed_out = execute_tool(tool, {}, context())
+    handlers.release.set()
+    record = ToolExecution.objects.get(idempotency_key="run-1:call_1_1")
+    for _ in range(200):  # the abandoned thread stores its result once released
+        record.refresh_from_db()
+        if record.status != ExecutionStatus.STARTED:
+            break
+        handlers.release.wait(0.05)
+    again = execute_tool(tool, {}, context())
+
+    assert timed_out.error.code == "timeout"
+    assert record.status == "succeeded"
+    assert again.result == {"released": True}
+    assert handlers.calls["hang"] == 1

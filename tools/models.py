@@ -1,0 +1,34 @@
+"""The idempotency store: one row per executed tool call, keyed by its idempotency key.
+
+The key is the run id and the call id, so a call executed again (a resumed run, a redelivered
+task) finds its row and gets the stored result back instead of acting twice.
+"""
+
+from django.db import models
+
+
+class ExecutionStatus(models.TextChoices):
+    STARTED = "started"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+class ToolExecution(models.Model):
+    idempotency_key = models.CharField(max_length=200, unique=True)
+    tenant = models.CharField(max_length=64)
+    tool = models.CharField(max_length=64)
+    status = models.CharField(
+        max_length=10, choices=ExecutionStatus.choices, default=ExecutionStatus.STARTED
+    )
+    # The result and error as the handler gave them, encrypted (traces.services.seal): a
+    # replayed call needs them in clear, and they may carry personal data.
+    sealed_outcome = models.TextField(blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    started_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["tenant", "started_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.tool} {self.idempotency_key} ({self.status})"
