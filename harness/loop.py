@@ -17,7 +17,8 @@ from gateway.services import complete
 from harness.agent_registry import AgentSpec, get_agent
 from harness.errors import HarnessError
 from harness.models import Run, RunStatus
-from harness.tool_calls import CallScope, handle_tool_call, visible_tools
+from harness.run_policy import RunGuard, pause_run
+from harness.tool_calls import CallScope, answer_held_calls, handle_tool_call, visible_tools
 from tools.errors import ToolFilesInvalid
 from tools.services import get_tool_registry
 from traces.services import AuditKind, OpenSpan, SpanKind, SpanStatus, TraceRecorder
@@ -48,6 +49,7 @@ def drive_run(run_id: str) -> Run:
     a status and a message.
     """
     run = Run.objects.select_related("tenant").get(id=run_id)
+    guard = RunGuard(run)
     tracer = TraceRecorder(run.request_id, run.tenant.slug)
     session = tracer.start(
         SpanKind.AGENT_SESSION,
@@ -61,7 +63,8 @@ def drive_run(run_id: str) -> Run:
         agent = get_agent(run.agent)
         registry = get_tool_registry()
     except (HarnessError, ToolFilesInvalid) as exc:
-        return _finish(run, tracer, session, StepOutcome(RunStatus.FAILED, detail=str(exc)))
+        outcome = StepOutcome(RunStatus.FAILED, detail=str(exc))
+        return _finish(run, tracer, session, outcome, guard)
     scope = CallScope(
         tenant=run.tenant.slug,
         user_id=run.user_id,
@@ -72,6 +75,10 @@ def drive_run(run_id: str) -> Run:
         parent=session,
     )
     messages = [Message.from_dict(m) for m in run.messages] or _opening(agent, run)
+    # Resuming after approvals: the held calls are executed or refused, never re-proposed.
+    if answer_held_calls(messages, scope):
+        _checkpoint(run, messages)
+        return _finish(run, tracer, session, StepOutcome(RunStatus.AWAITING_APPROVAL), guard)
     while True:
         if run.steps >= run.max_steps:
             outcome = StepOutcome(
@@ -79,11 +86,11 @@ def drive_run(run_id: str) -> Run:
                 detail=f"The run stopped after {run.max_steps} steps without a final answer.",
             )
             break
-        outcome = _step(run, agent, scope, messages)
+        outcome = _step(run, agent, scope, messages, guard)
         _checkpoint(run, messages)
         if outcome.status is not None:
             break
-    return _finish(run, tracer, session, outcome)
+    return _finish(run, tracer, session, outcome, guard)
 
 
 def _opening(agent: AgentSpec, run: Run) -> list[Message]:
@@ -93,10 +100,15 @@ def _opening(agent: AgentSpec, run: Run) -> list[Message]:
     ]
 
 
-def _step(run: Run, agent: AgentSpec, scope: CallScope, messages: list[Message]) -> StepOutcome:
-    run.steps += 1
+def _step(
+    run: Run, agent: AgentSpec, scope: CallScope, messages: list[Message], guard: RunGuard
+) -> StepOutcome:
     tools = visible_tools(agent, scope.registry, scope.tenant, scope.user_id)
     specs = [tool.spec() for tool in tools]
+    stop = guard.before_model_call(agent, messages, specs)
+    if stop is not None:
+        return StepOutcome(stop.status, detail=stop.detail)
+    run.steps += 1
     tracer = scope.tracer
     with tracer.span(
         SpanKind.MODEL_CALL, f"step {run.steps}", scope.parent, step=run.steps
@@ -116,20 +128,26 @@ def _step(run: Run, agent: AgentSpec, scope: CallScope, messages: list[Message])
         try:
             response = complete(agent.model or None, messages, specs)
         except GatewayError as exc:
+            guard.after_model_call(None)
             span.fail(error_code=str(exc.code), error=exc.message)
             return StepOutcome(
                 RunStatus.FAILED, detail=f"The model could not be reached: {exc.message}"
             )
         _record_response(run, span, response)
+        span.set(cost_usd=guard.after_model_call(response) / 1_000_000)
         tracer.audit(span, AuditKind.MODEL_RESPONSE, response.to_dict())
     messages.append(response.to_message())
     if not response.tool_calls:
         return StepOutcome(RunStatus.SUCCEEDED, answer=response.text)
     # Results are appended in the model's order, whatever order they finish in.
+    held = False
     for call in sorted(response.tool_calls, key=lambda c: c.index):
         result_message, _ = handle_tool_call(call, scope)
-        messages.append(result_message)
-    return StepOutcome()
+        if result_message is None:  # held for a human's approval
+            held = True
+        else:
+            messages.append(result_message)
+    return StepOutcome(RunStatus.AWAITING_APPROVAL) if held else StepOutcome()
 
 
 def _record_response(run: Run, span: OpenSpan, response: ModelResponse) -> None:
@@ -159,8 +177,13 @@ def _checkpoint(run: Run, messages: list[Message]) -> None:
     )
 
 
-def _finish(run: Run, tracer: TraceRecorder, session: OpenSpan, outcome: StepOutcome) -> Run:
+def _finish(
+    run: Run, tracer: TraceRecorder, session: OpenSpan, outcome: StepOutcome, guard: RunGuard
+) -> Run:
     status = outcome.status or RunStatus.FAILED
+    guard.end_segment()
+    if status == RunStatus.AWAITING_APPROVAL:
+        return pause_run(run, tracer, session)
     answer = outcome.answer or outcome.detail
     with tracer.span(SpanKind.ACTION_RESPONSE, status, session, status=status) as span:
         span.set(answer=answer, detail=outcome.detail)

@@ -3,7 +3,7 @@
 from celery import shared_task
 
 from harness.models import Run
-from harness.services import execute_run
+from harness.services import execute_run, resume_run
 
 
 @shared_task(name="harness.execute_run", acks_late=True)
@@ -12,3 +12,10 @@ def execute_run_task(run_id: str) -> None:
     if not Run.objects.filter(id=run_id).exists():
         return
     execute_run(run_id)
+
+
+@shared_task(name="harness.resume_run", acks_late=True)
+def resume_run_task(run_id: str) -> None:
+    """Continue a run whose held calls were decided. Safe to redeliver: only the claimer of
+    the queued run drives it."""
+    resume_run(run_id)

@@ -1,6 +1,9 @@
 """Deciding and executing one proposed tool call, in the order DESIGN.md fixes:
-the tool exists and is enabled for the agent → ACL → arguments parse → JSON Schema →
+the tool exists and is enabled for the agent → ACL (before the arguments are parsed) → chain
+rules → arguments parse → JSON Schema → call rules and approval → tool-call limits →
 execution. Every refusal becomes a structured error for the model and a span; nothing raises.
+A call held for a human's approval has no result yet: ``handle_tool_call`` returns ``None``
+for its message and the loop pauses the run.
 """
 
 from __future__ import annotations
@@ -49,8 +52,9 @@ def visible_tools(
     return tools
 
 
-def handle_tool_call(call: ToolCall, scope: CallScope) -> tuple[Message, bool]:
-    """Decide and run one call; return the tool-result message and whether the call succeeded."""
+def handle_tool_call(call: ToolCall, scope: CallScope) -> tuple[Message | None, bool]:
+    """Decide and run one call; return the tool-result message (``None`` while the call is held
+    for approval) and whether the call succeeded."""
     tool = scope.registry.get(call.name)
     if tool is None or call.name not in scope.agent.tools or not tool.enabled:
         return _refuse(call, scope, _unknown_tool_error(call, scope), rule="tool_enabled")
@@ -77,6 +81,9 @@ def handle_tool_call(call: ToolCall, scope: CallScope) -> tuple[Message, bool]:
             {"tool": call.name, "scope": decision.scope},
         )
         return _tool_message(call, error=error), False
+    chain = policy.check_chain_rules(scope.tenant, scope.run_id, tool.name, tool.carries, tool.sink)
+    if chain.effect == policy.RuleEffect.REFUSE:
+        return _refuse_by_rule(call, scope, chain, "chain")
     if call.arguments is None:
         error = ToolCallError(
             ToolErrorCode.INVALID_ARGUMENTS_JSON,
@@ -93,6 +100,9 @@ def handle_tool_call(call: ToolCall, scope: CallScope) -> tuple[Message, bool]:
             {"tool": call.name, "violations": violations},
         )
         return _refuse(call, scope, error, rule="schema")
+    gated = _approval_and_limits(call, tool, scope, chain)
+    if gated is not None:
+        return gated
     return _execute(call, tool, scope)
 
 
@@ -171,3 +181,151 @@ def _tool_message(
         name=call.name,
         is_error=error is not None,
     )
+
+
+# --- Policy checks after the ACL: chain and call rules, approvals, limits (issue 5) ----------
+
+
+def _approval_and_limits(
+    call: ToolCall, tool: ToolDefinition, scope: CallScope, chain: policy.RuleVerdict
+) -> tuple[Message | None, bool] | None:
+    """Call rules and approvals, then the tool-call limits; ``None`` means "execute it"."""
+    arguments = call.arguments or {}
+    approval = policy.find_approval(scope.run_id, call.id)
+    if approval is None:
+        verdict = policy.check_call_rules(scope.tenant, tool.name, tool.approval, arguments)
+        if verdict.effect == policy.RuleEffect.REFUSE:
+            return _refuse_by_rule(call, scope, verdict, "call_rule")
+        if not verdict.allowed or chain.effect == policy.RuleEffect.REQUIRE_APPROVAL:
+            return _hold(call, scope, verdict if not verdict.allowed else chain)
+    elif approval.status == policy.ApprovalStatus.PENDING:
+        return None, False
+    elif (
+        approval.status != policy.ApprovalStatus.APPROVED
+        or policy.hash_arguments(arguments) != approval.arguments_sha256
+    ):
+        return _refuse_unapproved(call, scope, approval)
+    refusal = policy.admit_tool_call(scope.tenant, scope.run_id, tool.name)
+    if refusal is not None:
+        error = ToolCallError(
+            ToolErrorCode.LIMIT_EXCEEDED,
+            f"{call.name} was not run: {refusal.reason}. Answer with what you have.",
+            {"tool": call.name, "limit": refusal.rule},
+        )
+        return _refuse(call, scope, error, rule="limit")
+    # The run holds the labels from now on, even if the call then fails: it may have read.
+    policy.note_labels(scope.run_id, call.id, tool.name, tool.carries)
+    return None
+
+
+def _hold(
+    call: ToolCall, scope: CallScope, verdict: policy.RuleVerdict
+) -> tuple[Message | None, bool]:
+    approval = policy.hold_for_approval(
+        tenant=scope.tenant,
+        run_id=scope.run_id,
+        call_id=call.id,
+        tool=call.name,
+        user_id=scope.user_id,
+        arguments=call.arguments or {},
+        rule=verdict.rule,
+        reason=verdict.reason,
+        policy_version=verdict.version,
+    )
+    with scope.tracer.span(
+        SpanKind.POLICY_CHECK,
+        f"approval {call.name}",
+        scope.parent,
+        call_id=call.id,
+        tool=call.name,
+        check="approval",
+        held=True,
+        approval_id=approval.pk,
+        arguments_sha256=approval.arguments_sha256,
+        expires_at=approval.expires_at.isoformat(),
+        **verdict.attributes(),
+    ):
+        pass
+    return None, False
+
+
+def _refuse_by_rule(
+    call: ToolCall, scope: CallScope, verdict: policy.RuleVerdict, check: str
+) -> tuple[Message, bool]:
+    error = ToolCallError(
+        ToolErrorCode.POLICY_REFUSED,
+        f"{call.name} was refused by policy rule {verdict.rule}: {verdict.reason}.",
+        {"tool": call.name} | verdict.attributes(),
+    )
+    with scope.tracer.span(
+        SpanKind.POLICY_CHECK,
+        f"{check} {call.name}",
+        scope.parent,
+        call_id=call.id,
+        tool=call.name,
+        check=check,
+        allowed=False,
+        **verdict.attributes(),
+    ) as span:
+        span.fail(SpanStatus.REFUSED)
+    return _tool_message(call, error=error), False
+
+
+def _refuse_unapproved(
+    call: ToolCall, scope: CallScope, approval: policy.ToolApproval
+) -> tuple[Message, bool]:
+    if approval.status == policy.ApprovalStatus.APPROVED:
+        why = "its arguments differ from the approved ones"
+    elif approval.status == policy.ApprovalStatus.EXPIRED:
+        why = "nobody approved it before the approval expired"
+    else:
+        why = f"{approval.decided_by} denied it" + (
+            f" ({approval.comment})" if approval.comment else ""
+        )
+    error = ToolCallError(
+        ToolErrorCode.APPROVAL_DENIED,
+        f"{call.name} was not run: {why}. Do not retry it; tell the user.",
+        {"tool": call.name, "approval": approval.status, "rule": approval.rule},
+    )
+    with scope.tracer.span(
+        SpanKind.POLICY_CHECK,
+        f"approval {call.name}",
+        scope.parent,
+        call_id=call.id,
+        tool=call.name,
+        check="approval",
+        allowed=False,
+        approval=approval.status,
+        decided_by=approval.decided_by,
+        rule=approval.rule,
+        policy_version=approval.policy_version,
+    ) as span:
+        span.fail(SpanStatus.REFUSED)
+    return _tool_message(call, error=error), False
+
+
+def answer_held_calls(messages: list[Message], scope: CallScope) -> bool:
+    """On resume: decide again the calls of the last assistant message that have no result
+    (they were held for approval): a decided call is executed or refused, never proposed to
+    the model again. Results are put back in the model's order. True if any is still held."""
+    last = next(
+        (i for i in range(len(messages) - 1, -1, -1) if messages[i].role == "assistant"), None
+    )
+    if last is None or not messages[last].tool_calls:
+        return False
+    calls = sorted(messages[last].tool_calls, key=lambda c: c.index)
+    answered = {m.tool_call_id for m in messages[last + 1 :] if m.role == "tool"}
+    held = False
+    for call in calls:
+        if call.id in answered:
+            continue
+        message, _ = handle_tool_call(call, scope)
+        if message is None:
+            held = True
+        else:
+            messages.append(message)
+    order = {call.id: call.index for call in calls}
+    messages[last + 1 :] = sorted(
+        messages[last + 1 :], key=lambda m: order.get(m.tool_call_id or "", len(order))
+    )
+    return held

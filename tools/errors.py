@@ -13,6 +13,11 @@ class ToolErrorCode(StrEnum):
     TIMEOUT = "timeout"
     TOOL_FAILED = "tool_failed"
     TOOL_DISABLED = "tool_disabled"
+    # Refusals by the policy engine after the ACL: a chain or call rule, a human's denial (or
+    # no decision in time), a limit on tool calls.
+    POLICY_REFUSED = "policy_refused"
+    APPROVAL_DENIED = "approval_denied"
+    LIMIT_EXCEEDED = "limit_exceeded"
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,21 @@
+from decimal import Decimal
+from typing import Any
+
 from rest_framework import serializers
 
 from harness.models import Run, RunMode
+from policy import services as policy
+
+
+class RunBudgetSerializer(serializers.Serializer):
+    """Per-request budget: lowers or raises the agent's, up to the tenant's maximum."""
+
+    max_tokens = serializers.IntegerField(required=False, min_value=1)
+    max_cost_usd = serializers.DecimalField(
+        required=False, max_digits=12, decimal_places=6, min_value=Decimal("0.000001")
+    )
+    max_tool_calls = serializers.IntegerField(required=False, min_value=1)
+    max_calls_per_tool = serializers.IntegerField(required=False, min_value=1)
 
 
 class RunCreateSerializer(serializers.Serializer):
@@ -10,6 +25,7 @@ class RunCreateSerializer(serializers.Serializer):
     mode = serializers.ChoiceField(choices=RunMode.choices, default=RunMode.SYNC)
     callback_url = serializers.URLField(required=False, allow_blank=True, max_length=2000)
     max_steps = serializers.IntegerField(required=False, min_value=1, max_value=200)
+    budget = RunBudgetSerializer(required=False)
 
 
 class RunSerializer(serializers.ModelSerializer):
@@ -39,15 +55,48 @@ class RunSerializer(serializers.ModelSerializer):
         ]
         read_only_fields = fields
 
-    def get_usage(self, run: Run) -> dict[str, int]:
-        return {
+    def get_usage(self, run: Run) -> dict[str, Any]:
+        usage: dict[str, Any] = {
             "prompt_tokens": run.prompt_tokens,
             "completion_tokens": run.completion_tokens,
             "total_tokens": run.total_tokens,
         }
+        ledger = policy.run_usage(str(run.id))
+        if ledger:
+            usage["budget"] = ledger
+        return usage
 
     def get_links(self, run: Run) -> dict[str, str]:
-        return {"self": f"/api/v1/runs/{run.id}", "trace": f"/api/v1/runs/{run.id}/trace"}
+        return {
+            "self": f"/api/v1/runs/{run.id}",
+            "trace": f"/api/v1/runs/{run.id}/trace",
+            "approvals": f"/api/v1/runs/{run.id}/approvals",
+        }
+
+
+class ApprovalSerializer(serializers.Serializer):
+    call_id = serializers.CharField()
+    tool = serializers.CharField()
+    user = serializers.CharField(source="user_id")
+    arguments = serializers.JSONField()
+    arguments_sha256 = serializers.CharField()
+    status = serializers.CharField()
+    rule = serializers.CharField()
+    reason = serializers.CharField()
+    policy_version = serializers.IntegerField()
+    expires_at = serializers.DateTimeField()
+    decided_by = serializers.CharField()
+    decided_at = serializers.DateTimeField(allow_null=True)
+    comment = serializers.CharField()
+    created_at = serializers.DateTimeField()
+
+
+class ApprovalDecisionSerializer(serializers.Serializer):
+    decision = serializers.ChoiceField(choices=["approve", "deny"])
+    arguments_sha256 = serializers.RegexField(
+        r"^[0-9a-f]{64}$", help_text="SHA-256 of the arguments you decided on, as listed."
+    )
+    comment = serializers.CharField(required=False, allow_blank=True, max_length=2000)
 
 
 class SpanSerializer(serializers.Serializer):

@@ -6,4 +6,10 @@ urlpatterns = [
     path("runs", views.RunListView.as_view(), name="run-list"),
     path("runs/<str:run_id>", views.RunDetailView.as_view(), name="run-detail"),
     path("runs/<str:run_id>/trace", views.RunTraceView.as_view(), name="run-trace"),
+    path("runs/<str:run_id>/approvals", views.RunApprovalListView.as_view(), name="run-approvals"),
+    path(
+        "runs/<str:run_id>/approvals/<str:call_id>",
+        views.RunApprovalDecisionView.as_view(),
+        name="run-approval-decision",
+    ),
 ]

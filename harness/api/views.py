@@ -6,10 +6,25 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from harness.api.serializers import RunCreateSerializer, RunSerializer, TraceSerializer
+from harness.api.serializers import (
+    ApprovalDecisionSerializer,
+    ApprovalSerializer,
+    RunCreateSerializer,
+    RunSerializer,
+    TraceSerializer,
+)
 from harness.queries import access_run_by_id
-from harness.services import RunRequest, start_run
+from harness.services import RunRequest, decide_tool_call, start_run
+from policy import services as policy
 from traces.queries import get_trace
+
+ACTING_USER_PARAMETER = OpenApiParameter(
+    "X-Harness-User",
+    str,
+    OpenApiParameter.HEADER,
+    required=True,
+    description="The end user the client acts for; the policy decides what they may do.",
+)
 
 IDEMPOTENCY_KEY_PARAMETER = OpenApiParameter(
     "Idempotency-Key",
@@ -40,6 +55,7 @@ class RunListView(APIView):
                 callback_url=data.get("callback_url", ""),
                 max_steps=data.get("max_steps"),
                 idempotency_key=request.headers.get("Idempotency-Key", "").strip(),
+                budget=data.get("budget"),
             ),
         )
         http_status = status.HTTP_200_OK if run.is_terminal else status.HTTP_202_ACCEPTED
@@ -59,3 +75,35 @@ class RunTraceView(APIView):
         """The run's spans in order, each with its audit records."""
         run = access_run_by_id(request.user.tenant, run_id)
         return Response(TraceSerializer(get_trace(run.request_id)).data)
+
+
+class RunApprovalListView(APIView):
+    @extend_schema(responses=ApprovalSerializer(many=True))
+    def get(self, request: Request, run_id: str) -> Response:
+        """The run's calls held for approval (and decided ones), with exact arguments."""
+        run = access_run_by_id(request.user.tenant, run_id)
+        approvals = policy.list_approvals(request.user.tenant.slug, str(run.id))
+        return Response(ApprovalSerializer(approvals, many=True).data)
+
+
+class RunApprovalDecisionView(APIView):
+    @extend_schema(
+        request=ApprovalDecisionSerializer,
+        responses=RunSerializer,
+        parameters=[ACTING_USER_PARAMETER],
+    )
+    def post(self, request: Request, run_id: str, call_id: str) -> Response:
+        """Approve or deny one held call, for the arguments whose SHA-256 you name. The
+        approver (X-Harness-User) needs approval:decide. The run resumes on a worker."""
+        body = ApprovalDecisionSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        run = decide_tool_call(
+            request.user.tenant,
+            run_id,
+            call_id,
+            approver=request.headers.get("X-Harness-User", "").strip(),
+            approve=body.validated_data["decision"] == "approve",
+            arguments_sha256=body.validated_data["arguments_sha256"],
+            comment=body.validated_data.get("comment", ""),
+        )
+        return Response(RunSerializer(run).data)

@@ -16,6 +16,7 @@ from harness.settings.env import (
     env_int,
     env_list,
     env_paths,
+    env_prices,
     env_str,
 )
 
@@ -185,6 +186,28 @@ HARNESS_DEFAULT_MAX_STEPS = env_int("HARNESS_DEFAULT_MAX_STEPS", 10, minimum=1)
 HARNESS_TOOL_TIMEOUT_S = env_float("HARNESS_TOOL_TIMEOUT_S", 30.0, minimum=0.1)
 
 CASBIN_MODEL = str(BASE_DIR / "policy" / "rbac_with_domains.conf")
+
+# --- Policy: tenant limits, budgets, approvals (see README "Policies") ----------------------
+# Deployment defaults; a tenant's TenantLimits row (admin) overrides each. 0 = unlimited.
+HARNESS_TENANT_RUNS_PER_SECOND = env_int("HARNESS_TENANT_RUNS_PER_SECOND", 10, minimum=1)
+HARNESS_TENANT_MAX_CONCURRENT_RUNS = env_int("HARNESS_TENANT_MAX_CONCURRENT_RUNS", 50, minimum=1)
+HARNESS_TENANT_MODEL_CALLS_PER_MINUTE = env_int(
+    "HARNESS_TENANT_MODEL_CALLS_PER_MINUTE", 600, minimum=1
+)
+HARNESS_TENANT_MAX_TOKENS_PER_RUN = env_int("HARNESS_TENANT_MAX_TOKENS_PER_RUN", 0, minimum=0)
+HARNESS_TENANT_MAX_TOOL_CALLS_PER_RUN = env_int(
+    "HARNESS_TENANT_MAX_TOOL_CALLS_PER_RUN", 0, minimum=0
+)
+HARNESS_TENANT_DAILY_TOKENS = env_int("HARNESS_TENANT_DAILY_TOKENS", 0, minimum=0)
+HARNESS_TENANT_DAILY_COST_USD = env_float("HARNESS_TENANT_DAILY_COST_USD", 0.0, minimum=0)
+HARNESS_TENANT_DAILY_TOOL_CALLS = env_int("HARNESS_TENANT_DAILY_TOOL_CALLS", 0, minimum=0)
+# What a model call reserves for its answer on top of the prompt estimate.
+HARNESS_COMPLETION_RESERVE_TOKENS = env_int("HARNESS_COMPLETION_RESERVE_TOKENS", 1024, minimum=0)
+HARNESS_MODEL_PRICES = env_prices("HARNESS_MODEL_PRICES")
+HARNESS_APPROVAL_TTL_S = env_int("HARNESS_APPROVAL_TTL_S", 86_400, minimum=1)
+CELERY_BEAT_SCHEDULE = {
+    "expire-approvals": {"task": "policy.expire_approvals", "schedule": 30.0},
+}
 
 LOGGING = {
     "version": 1,

@@ -71,3 +71,21 @@ def env_list(name: str, separator: str = ",") -> list[str]:
 def env_paths(name: str) -> list[Path]:
     """Folders separated by ``os.pathsep``, as PATH is."""
     return [Path(item).expanduser() for item in env_list(name, separator=os.pathsep)]
+
+
+def env_prices(name: str) -> dict[str, tuple[float, float]]:
+    """Model prices: ``route=input/output,…`` in USD per million tokens, e.g.
+    ``openai:gpt-4o-mini=0.15/0.60``."""
+    prices: dict[str, tuple[float, float]] = {}
+    for item in env_list(name):
+        route, sep, pair = item.rpartition("=")
+        parts = pair.split("/")
+        try:
+            if not sep or not route or len(parts) != 2:
+                raise ValueError(item)
+            prices[route.strip()] = (float(parts[0]), float(parts[1]))
+        except ValueError as exc:
+            raise ImproperlyConfigured(
+                f"{name}: {item!r} is not route=input/output (USD per million tokens)"
+            ) from exc
+    return prices
