@@ -7,6 +7,7 @@ one transaction; every process picks the change up on its next decision.
 from __future__ import annotations
 
 import re
+import secrets
 from collections.abc import Iterable
 from typing import Any
 
@@ -205,5 +206,5 @@ def record_change(tenant: str, actor: str, action: str, rule: Any, before: Any, 
 
 def bump_version() -> int:
     PolicyVersion.objects.get_or_create(pk=1)
-    PolicyVersion.objects.filter(pk=1).update(version=F("version") + 1)
+    PolicyVersion.objects.filter(pk=1).update(version=F("version") + 1, stamp=secrets.token_hex(16))
     return PolicyVersion.objects.get(pk=1).version

@@ -56,19 +56,20 @@ class _TenantLines(persist.Adapter):
 class PolicyEngine:
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._version = -1
+        self._version: tuple[int, str] = (-1, "")
         self._enforcers: OrderedDict[str, casbin.Enforcer] = OrderedDict()
         self._decisions: dict[tuple[str, str, str], Decision] = {}
 
     def decide(self, tenant: str, user: str, scope: str) -> Decision:
         """May ``user`` in ``tenant`` use ``scope`` ("object:action")? Deny overrides allow."""
-        version = current_version()
+        version_key = current_version_key()
+        version = version_key[0]
         key = (tenant, user, scope)
         with self._lock:
-            if version != self._version:
+            if version_key != self._version:
                 self._enforcers.clear()
                 self._decisions.clear()
-                self._version = version
+                self._version = version_key
             cached = self._decisions.get(key)
             if cached is not None:
                 return cached
@@ -106,8 +107,13 @@ class PolicyEngine:
 
 
 def current_version() -> int:
-    row = PolicyVersion.objects.filter(pk=1).values_list("version", flat=True).first()
-    return row or 0
+    return current_version_key()[0]
+
+
+def current_version_key() -> tuple[int, str]:
+    """The policy version and its stamp: what caches are keyed by."""
+    row = PolicyVersion.objects.filter(pk=1).values_list("version", "stamp").first()
+    return row or (0, "")
 
 
 _engine = PolicyEngine()

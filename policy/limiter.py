@@ -5,7 +5,7 @@ the server, clocked by the server's ``TIME`` so processes on different hosts agr
 it (the embedded tier) the same operations run on the database, serialised by a locked row per
 key: slower, but still shared by every process on that database, not per process.
 
-- ``hit_rate``: sliding-window log on Redis (exact), fixed window on the database;
+- ``hit_rate``: a sliding-window log (every hit counts for exactly one window);
 - ``acquire_slot``/``release_slot``: concurrency slots with a lease, so a crashed worker's
   slot frees itself; re-acquiring refreshes the lease;
 - ``incr_capped``/``decr``: a counter that refuses to pass its cap.
@@ -144,26 +144,20 @@ class DatabaseLimiter:
     name = "database"
 
     def hit_rate(self, key: str, limit: int, window_ms: int) -> RateResult:
-        now_ms = time.time_ns() // 1_000_000
-        window = now_ms // window_ms
-        with transaction.atomic():
-            bucket = _locked_bucket(key)
-            if bucket.window != window:
-                bucket.window, bucket.count = window, 0
-            if bucket.count >= limit:
-                return RateResult(False, ((window + 1) * window_ms - now_ms) / 1000)
-            bucket.count += 1
-            bucket.save(update_fields=["window", "count"])
-        return RateResult(True)
+        # A sliding-window log like Redis's: one slot per hit, leased for the window.
+        member = f"{time.time_ns()}-{secrets.token_hex(4)}"
+        if self.acquire_slot(key, member, limit, window_ms / 1000):
+            return RateResult(True)
+        return RateResult(False, self.rate_usage(key, window_ms)[1])
 
     def rate_usage(self, key: str, window_ms: int) -> tuple[int, float]:
-        now_ms = time.time_ns() // 1_000_000
-        window = now_ms // window_ms
-        bucket = LimitBucket.objects.filter(key=key, window=window).first()
-        return (bucket.count if bucket else 0), ((window + 1) * window_ms - now_ms) / 1000
+        now = timezone.now()
+        live = LimitSlot.objects.filter(key=key, expires_at__gt=now)
+        oldest = live.order_by("expires_at").values_list("expires_at", flat=True).first()
+        return live.count(), ((oldest - now).total_seconds() if oldest else 0.0)
 
     def acquire_slot(
-        self, key: str, member: str, limit: int, lease_s: int, force: bool = False
+        self, key: str, member: str, limit: int, lease_s: float, force: bool = False
     ) -> bool:
         now = timezone.now()
         with transaction.atomic():

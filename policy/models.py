@@ -17,6 +17,9 @@ class PolicyVersion(models.Model):
 
     id = models.PositiveSmallIntegerField(primary_key=True, default=1)
     version = models.PositiveBigIntegerField(default=0)
+    # Changes with every bump: caches compare (version, stamp), so a version number seen again
+    # (a restored or re-created database) is never mistaken for the rules cached under it.
+    stamp = models.CharField(max_length=32, blank=True, default="")
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:
@@ -204,11 +207,10 @@ class RunLabel(models.Model):
 
 
 class LimitBucket(models.Model):
-    """Database fallback of the shared limiter (no Redis): a fixed-window or plain counter,
-    and the row locked while a concurrency key's slots are counted."""
+    """Database fallback of the shared limiter (no Redis): a capped counter, and the row
+    locked while a key's slots are counted."""
 
     key = models.CharField(max_length=200, unique=True)
-    window = models.BigIntegerField(default=0)
     count = models.PositiveIntegerField(default=0)
 
     def __str__(self) -> str:
@@ -216,7 +218,8 @@ class LimitBucket(models.Model):
 
 
 class LimitSlot(models.Model):
-    """Database fallback of the shared limiter: one held concurrency slot, with a lease."""
+    """Database fallback of the shared limiter: one held concurrency slot or one hit of a
+    rate, with a lease (the rate's window)."""
 
     key = models.CharField(max_length=200)
     member = models.CharField(max_length=100)

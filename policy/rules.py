@@ -27,7 +27,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from policy.acl import record_change
-from policy.engine import current_version
+from policy.engine import current_version_key
 from policy.errors import InvalidRule, RuleNotFound
 from policy.models import PolicyRule, RuleEffect, RuleKind, RunLabel
 
@@ -114,8 +114,8 @@ def check_chain_rules(
 ) -> RuleVerdict:
     """Flow and exclusive rules for a call of ``tool`` (which carries ``carries`` and is a
     ``sink`` kind, or none) in run ``run_id``. Reads which labels the run holds."""
-    version = current_version()
-    rules = [r for r in rules_for(tenant, version) if r.kind != RuleKind.CALL]
+    version, stamp = current_version_key()
+    rules = [r for r in rules_for(tenant, (version, stamp)) if r.kind != RuleKind.CALL]
     if not rules or not (sink or carries):
         return RuleVerdict(version=version)
     held = {row.label: row for row in RunLabel.objects.filter(run_id=run_id)}
@@ -140,7 +140,7 @@ def check_call_rules(
     tenant: str, tool: str, tool_approval: str, arguments: dict[str, Any]
 ) -> RuleVerdict:
     """Call rules and the tool's own ``approval`` setting, for arguments already validated."""
-    version = current_version()
+    version, stamp = current_version_key()
     verdicts = []
     if tool_approval == "always":
         verdicts.append(
@@ -151,7 +151,7 @@ def check_call_rules(
                 version=version,
             )
         )
-    for rule in rules_for(tenant, version):
+    for rule in rules_for(tenant, (version, stamp)):
         if rule.kind != RuleKind.CALL or rule.tool not in (tool, "*"):
             continue
         if rule.effect == RuleEffect.REQUIRE_APPROVAL and tool_approval == "never":
@@ -209,12 +209,12 @@ def _strictest(verdicts: list[RuleVerdict]) -> RuleVerdict | None:
 # --- the rule set of a tenant, cached per policy version -------------------------------------
 
 _cache_lock = threading.Lock()
-_cache: dict[tuple[str, int], tuple[RuleSpec, ...]] = {}
+_cache: dict[tuple[str, tuple[int, str]], tuple[RuleSpec, ...]] = {}
 MAX_CACHED_TENANTS = 4_096
 
 
-def rules_for(tenant: str, version: int) -> tuple[RuleSpec, ...]:
-    """Defaults, then the tenant's enabled rules, as of ``version``."""
+def rules_for(tenant: str, version: tuple[int, str]) -> tuple[RuleSpec, ...]:
+    """Defaults, then the tenant's enabled rules, as of ``version`` (number and stamp)."""
     key = (tenant, version)
     with _cache_lock:
         cached = _cache.get(key)
