@@ -74,7 +74,8 @@ def test_a_prompt_injection_in_a_ticket_does_not_lead_to_any_email(acme, agent_d
 
     assert OutboxEmail.objects.count() == 0
     ticket, customer, first, second = tool_results(run["id"])
-    assert ticket["ok"] and customer["ok"]
+    assert ticket["ok"]
+    assert customer["ok"]
     assert first["error"]["code"] == second["error"]["code"] == "policy_refused"
 
 
