@@ -280,14 +280,16 @@ def add_wall_time(tenant: str, run_id: str, elapsed_ms: int) -> None:
 
 
 def check_tenant_day(tenant: str, limits: LimitValues) -> None:
-    """Raise ``TenantBudgetExhausted`` (retry at midnight UTC) when today's budget is spent."""
+    """Raise ``TenantBudgetExhausted`` (retry at midnight UTC) when today's budget is spent:
+    for tokens, when what is left could not pay for one model call's answer reserve."""
     row = BudgetLedger.objects.filter(key=_day_key(tenant)).first()
     if row is None:
         return
+    least_call = settings.HARNESS_COMPLETION_RESERVE_TOKENS
     spent = [
         (name, used, limit)
         for name, used, limit in (
-            ("tokens", row.tokens_used + row.tokens_reserved, limits.daily_tokens),
+            ("tokens", row.tokens_used + row.tokens_reserved + least_call, limits.daily_tokens),
             (
                 "cost_micros",
                 row.cost_used_micros + row.cost_reserved_micros,
