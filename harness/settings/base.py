@@ -92,17 +92,16 @@ if DATABASE_URL:
     DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
 else:
     DATABASES = {
-        "default": {
-            "ENGINE": "django.db.backends.sqlite3",
-            "NAME": VAR_DIR / "harness.sqlite3",
-            # The web server and the worker share the file: WAL lets readers proceed during a
-            # write, IMMEDIATE takes the write lock up front instead of failing on upgrade.
-            "OPTIONS": {
-                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-                "transaction_mode": "IMMEDIATE",
-                "timeout": 20,
-            },
-        }
+        "default": {"ENGINE": "django.db.backends.sqlite3", "NAME": VAR_DIR / "harness.sqlite3"}
+    }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # The web server and the worker share the file (also when DATABASE_URL names it): WAL lets
+    # readers proceed during a write, IMMEDIATE takes the write lock up front instead of
+    # failing on upgrade.
+    DATABASES["default"]["OPTIONS"] = {
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 20,
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
