@@ -37,7 +37,8 @@ class Decider:
         )
 
     def ask(self) -> tuple[str, int, str]:
-        assert self.process.stdin and self.process.stdout
+        assert self.process.stdin
+        assert self.process.stdout
         self.process.stdin.write("decide\n")
         self.process.stdin.flush()
         allowed, version, effect = self.process.stdout.readline().split()
