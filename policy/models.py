@@ -35,7 +35,7 @@ class PolicyChange(models.Model):
     rule = models.JSONField()
     before = models.JSONField(null=True, blank=True)
     after = models.JSONField(null=True, blank=True)
-    version = models.PositiveBigIntegerField()
+    version = models.PositiveBigIntegerField(db_index=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
