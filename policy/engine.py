@@ -5,15 +5,15 @@ The model is RBAC with domains, and a request only ever matches lines of its own
 tenant's lines, loaded on its first decision with an indexed query: a decision costs the same
 with 1 k or 100 k lines in the table, and a reload after an edit reads one tenant's lines, not
 all of them. (The first version loaded every line into one enforcer: ~310 ms per uncached
-decision and ~3.3 s per reload at 100 k lines; see bench/policy.py.)
+decision and ~3-4 s per reload at 100 k lines; now ~2-4 ms and ~4 ms; see bench/policy.py.)
 
 pycasbin enforcers are not safe to share between threads, so one lock guards the engine of each
 process. Decisions are cached per policy version: an edit bumps the version row, and the next
 decision in any process sees the new number and drops the enforcers and cached decisions of
 the tenants the edits between the two versions touched (every edit writes a ``PolicyChange``
 naming its tenant); when it cannot tell (a bulk load, a re-created database), it drops all.
-The version is read with one raw query on every decision: through the ORM it cost ~600 µs,
-more than the decision itself.
+The version is read with one raw query on every decision: through the ORM it cost ~600 µs
+on SQLite, more than a cached decision itself (~25 µs now).
 """
 
 from __future__ import annotations
