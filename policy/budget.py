@@ -166,8 +166,10 @@ def reserve_model_call(
     cost = price_micros(route, prompt_estimate, settings.HARNESS_COMPLETION_RESERVE_TOKENS)
     run_key, day_key = _run_key(run_id), _day_key(tenant)
     run_row = BudgetLedger.objects.filter(key=run_key).first()
-    if run_row is None:
-        return BudgetStop("tokens", "run", f"Run {run_id} has no budget ledger.")
+    if run_row is None:  # a run queued before budgets existed: no per-run limits
+        run_row, _ = BudgetLedger.objects.get_or_create(
+            key=run_key, defaults={"tenant": tenant, "run_id": run_id}
+        )
     if (
         run_row.wall_time_limit_ms is not None
         and run_row.wall_time_ms + segment_elapsed_ms >= run_row.wall_time_limit_ms

@@ -14,6 +14,7 @@ key: slower, but still shared by every process on that database, not per process
 from __future__ import annotations
 
 import functools
+import logging
 import secrets
 import time
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from django.utils import timezone
 from policy.models import LimitBucket, LimitSlot
 
 KEY_PREFIX = "harness:limits:"
+logger = logging.getLogger(__name__)
 
 _RATE = """
 local t = redis.call('TIME')
@@ -207,4 +209,7 @@ def get_limiter() -> Limiter:
 
 @functools.cache
 def _limiter_for(redis_url: str) -> Limiter:
-    return RedisLimiter(redis_url) if redis_url else DatabaseLimiter()
+    if redis_url:
+        return RedisLimiter(redis_url)
+    logger.info("Tenant limits are shared through the database: REDIS_URL is not set.")
+    return DatabaseLimiter()
