@@ -16,7 +16,7 @@ from gateway.routes import Route, parse_route
 from gateway.streaming import EventSink
 from gateway.tokens import estimate_tokens
 
-__all__ = ["complete", "parse_route"]
+__all__ = ["complete", "estimate_cost_usd", "parse_route"]
 
 ProviderCall = Callable[
     [Route, list[Message], list[ToolSpec], str | None, EventSink], ModelResponse
@@ -131,6 +131,16 @@ def _estimated_usage(
         completion_tokens=completion,
         estimated=True,
     )
+
+
+def estimate_cost_usd(route: str | None, prompt_tokens: int, completion_tokens: int) -> float:
+    """What a call of this size would cost on ``route`` (0 without a price): for budgets,
+    before the call is sent."""
+    cost = _cost(
+        parse_route(route or settings.HARNESS_MODEL),
+        Usage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens),
+    )
+    return cost or 0.0
 
 
 def _cost(route: Route, usage: Usage) -> float | None:

@@ -31,6 +31,9 @@ class AgentSpec:
     summary_model: str = ""
     max_steps: int = 10
     max_tokens_per_run: int | None = None
+    max_cost_per_run_usd: float | None = None
+    max_tool_calls_per_run: int | None = None
+    max_calls_per_tool: int | None = None
     deadline_s: float | None = None
     context_tokens: int | None = None
     path: str = ""
@@ -91,6 +94,9 @@ def _read_agent_file(path: Path, default_max_steps: int) -> AgentSpec:
         summary_model=data.get("summary_model", ""),
         max_steps=data.get("max_steps", default_max_steps),
         max_tokens_per_run=data.get("max_tokens_per_run"),
+        max_cost_per_run_usd=data.get("max_cost_per_run_usd"),
+        max_tool_calls_per_run=data.get("max_tool_calls_per_run"),
+        max_calls_per_tool=data.get("max_calls_per_tool"),
         deadline_s=data.get("deadline_s"),
         context_tokens=data.get("context_tokens"),
         path=str(path),

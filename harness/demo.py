@@ -25,8 +25,12 @@ ROLE_ASSIGNMENTS = [
     ("acme", "alice", "tenant_admin"),
     ("acme", "bob", "member"),
     ("globex", "charlie", "member"),
+    # The admin console's demo login decides approvals in the admin as itself.
+    ("acme", "admin", "approver"),
+    ("globex", "admin", "approver"),
 ]
-# (tenant, role, scope): members work tickets; admins may also read customers and mail out.
+# (tenant, role, scope): members work tickets; admins may also read customers, mail out, edit
+# the policy and decide approvals; approvers only decide approvals.
 ROLE_PERMISSIONS = [
     (tenant, role, scope)
     for tenant in TENANTS
@@ -39,7 +43,9 @@ ROLE_PERMISSIONS = [
             "customer:read",
             "email:send_external",
             "policy:admin",
+            "approval:decide",
         ],
+        "approver": ["approval:decide"],
     }.items()
     for scope in scopes
 ]

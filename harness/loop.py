@@ -29,6 +29,7 @@ from harness.errors import HarnessError
 from harness.events import EventType, emit
 from harness.honesty import find_unreported_failures, honest_answer
 from harness.models import Run, RunStatus, Session
+from harness.run_policy import RunGuard, pause_run
 from harness.tool_calls import (
     CallScope,
     declared_argument_pointers,
@@ -106,6 +107,7 @@ def drive_run(run_id: str, driver: Driver) -> Run:
     """
     run = Run.objects.select_related("tenant", "session").get(id=run_id)
     tracer = TraceRecorder(run.request_id, run.tenant.slug)
+    guard = RunGuard(run)  # budget, pacing, wall time and the concurrency slot
     state = unseal(run.sealed, {})
     run.clear_input = state.get("input", run.input)
     resumed = bool(state.get("messages"))
@@ -125,7 +127,7 @@ def drive_run(run_id: str, driver: Driver) -> Run:
         registry = get_tool_registry()
     except (HarnessError, ToolFilesInvalid) as exc:
         outcome = StepOutcome(RunStatus.FAILED, detail=str(exc), reason=StopReason.CONFIGURATION)
-        return finish_run(run, tracer, session_span, outcome, [])
+        return finish_run(run, tracer, session_span, outcome, [], guard)
     scope = CallScope(
         tenant=run.tenant.slug,
         user_id=run.user_id,
@@ -142,6 +144,7 @@ def drive_run(run_id: str, driver: Driver) -> Run:
         if outcome is None:
             pass
         elif outcome.reason == "handoff":
+            guard.end_segment()
             return _hand_off(run, tracer, session_span, driver)
         elif outcome.reason == "lease_lost":
             tracer.end(session_span)
@@ -150,9 +153,12 @@ def drive_run(run_id: str, driver: Driver) -> Run:
             break
         pending = _unanswered_calls(messages)
         if pending:
-            _run_tool_calls(run, scope, messages, pending, driver)
+            held = _run_tool_calls(run, scope, messages, pending, driver)
+            if held:
+                guard.end_segment()
+                return _pause(run, tracer, session_span, held)
             continue
-        outcome = _model_step(run, agent, scope, messages)
+        outcome = _model_step(run, agent, scope, messages, guard)
         if not _checkpoint(run, messages, driver, tracer):
             tracer.end(session_span)
             return Run.objects.get(id=run.id)
@@ -160,7 +166,7 @@ def drive_run(run_id: str, driver: Driver) -> Run:
             break
     if outcome.status == RunStatus.SUCCEEDED:
         outcome = _honesty_guard(outcome, messages[run_start:], tracer, session_span)
-    return finish_run(run, tracer, session_span, outcome, messages)
+    return finish_run(run, tracer, session_span, outcome, messages, guard)
 
 
 def _opening(run: Run) -> list[Message]:
@@ -210,7 +216,7 @@ def _unanswered_calls(messages: list[Message]) -> list[ToolCall]:
 
 
 def _model_step(
-    run: Run, agent: AgentSpec, scope: CallScope, messages: list[Message]
+    run: Run, agent: AgentSpec, scope: CallScope, messages: list[Message], guard: RunGuard
 ) -> StepOutcome:
     if run.steps >= run.max_steps:
         return StepOutcome(
@@ -218,15 +224,20 @@ def _model_step(
             detail=f"The run stopped after {run.max_steps} steps without a final answer.",
             reason=StopReason.MAX_STEPS,
         )
-    run.steps += 1
-    emit(run.id, EventType.STEP_STARTED, {"step": run.steps})
     tools = visible_tools(agent, scope.registry, scope.tenant, scope.user_id)
     specs = [tool.spec() for tool in tools]
+    context, stats = _context_for(run, agent, messages, specs)
+    # Budget and pacing: reserve from an estimate before the call, settle after it.
+    stop = guard.before_model_call(agent, context, specs)
+    if stop is not None:
+        reason = "budget" if stop.status == RunStatus.BUDGET_EXCEEDED else StopReason.DEADLINE
+        return StepOutcome(stop.status, detail=stop.detail, reason=reason)
+    run.steps += 1
+    emit(run.id, EventType.STEP_STARTED, {"step": run.steps})
     tracer = scope.tracer
     with tracer.span(
         SpanKind.MODEL_CALL, f"step {run.steps}", scope.parent, step=run.steps
     ) as span:
-        context, stats = _context_for(run, agent, messages, specs)
         span.set(
             context_tokens=stats.context_tokens,
             context_full_tokens=stats.full_tokens,
@@ -266,6 +277,7 @@ def _model_step(
             finally:
                 deltas.flush()
         except GatewayError as exc:
+            guard.after_model_call(None)
             span.fail(error_code=str(exc.code), error=exc.message, attempts=exc.attempts)
             return StepOutcome(
                 RunStatus.FAILED,
@@ -273,6 +285,7 @@ def _model_step(
                 reason=StopReason.MODEL_ERROR,
             )
         _record_response(run, span, response)
+        span.set(charged_usd=guard.after_model_call(response) / 1_000_000)
         tracer.audit(
             span,
             AuditKind.MODEL_RESPONSE,
@@ -376,11 +389,18 @@ def _not_executed(call: ToolCall, why: str) -> Message:
 
 def _run_tool_calls(
     run: Run, scope: CallScope, messages: list[Message], calls: list[ToolCall], driver: Driver
-) -> None:
+) -> list[ToolCall]:
     """Decide each call, run the allowed ones together (in parallel where safe), append the
-    results in the model's order, whatever order they finish in, then checkpoint."""
+    results in the model's order, whatever order they finish in, then checkpoint.
+
+    Returns the calls held for a human's approval (they have no result yet).
+    """
     ordered = sorted(calls, key=lambda c: c.index)
+    held = []
     for call, (result, ok) in zip(ordered, handle_tool_calls(ordered, scope), strict=True):
+        if result is None:
+            held.append(call)
+            continue
         messages.append(result)
         finished = {
             "call_id": call.id,
@@ -389,7 +409,35 @@ def _run_tool_calls(
             "error": None if ok else json.loads(result.content).get("error"),
         }
         emit(run.id, EventType.TOOL_CALL_FINISHED, scope.tracer.mask(finished))
+    _put_results_in_call_order(messages)
     _checkpoint(run, messages, driver, scope.tracer)
+    return held
+
+
+def _put_results_in_call_order(messages: list[Message]) -> None:
+    """Results answered after an approval come later than their neighbours: restore the
+    model's order among the results of the last assistant message."""
+    last = max((i for i, m in enumerate(messages) if m.role == "assistant"), default=-1)
+    if last < 0:
+        return
+    order = {call.id: call.index for call in messages[last].tool_calls}
+    messages[last + 1 :] = sorted(
+        messages[last + 1 :], key=lambda m: order.get(m.tool_call_id or "", len(order))
+    )
+
+
+def _pause(run: Run, tracer: TraceRecorder, session_span: OpenSpan, held: list[ToolCall]) -> Run:
+    """Wait for approvals: persist ``awaiting_approval``, announce it, free the lease."""
+    Run.objects.filter(id=run.id).update(lease_owner="", lease_expires_at=None)
+    for call in held:
+        emit(run.id, EventType.APPROVAL_NEEDED, {"call_id": call.id, "tool": call.name})
+    paused = pause_run(run, tracer, session_span)
+    if paused.status == RunStatus.AWAITING_APPROVAL:
+        calls = [{"call_id": c.id, "tool": c.name} for c in held]
+        webhooks.queue_run_event(
+            paused, "run.awaiting_approval", extra={"awaiting": calls}, mask=tracer.mask
+        )
+    return paused
 
 
 class DeltaEvents:
@@ -506,8 +554,10 @@ def finish_run(
     session_span: OpenSpan,
     outcome: StepOutcome,
     messages: list[Message],
+    guard: RunGuard,
 ) -> Run:
     """Persist the terminal status first, then tell the world (span, event, callback)."""
+    guard.end_segment()
     status = outcome.status or RunStatus.FAILED
     answer = outcome.answer or _stopped_answer(
         outcome.detail, messages[_first_index_of_this_run(run, messages) :]

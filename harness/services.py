@@ -11,18 +11,20 @@ import time
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, connections, transaction
 from django.utils import timezone
 
 from harness import webhooks
-from harness.agent_registry import get_agent
+from harness.agent_registry import AgentSpec, get_agent
 from harness.dispatch import enqueue_run
 from harness.errors import SessionBusy, SessionMismatch, SessionNotFound, UnknownTenant
 from harness.events import EventType, emit
 from harness.loop import Driver, claim_run, drive_run
 from harness.models import TERMINAL_STATUSES, ApiKey, Run, RunMode, RunStatus, Session, Tenant
+from policy import services as policy
 from traces.services import mask_for_storage, seal
 
 API_KEY_PREFIX = "hk_"
@@ -86,14 +88,17 @@ class RunRequest:
     deadline_s: float | None = None
     idempotency_key: str = ""
     session_id: str = ""
+    budget: dict[str, Any] | None = None
 
 
 def start_run(tenant: Tenant, request: RunRequest) -> tuple[Run, bool]:
     """Create a run; drive a sync run inline up to the sync deadline, queue an async one.
 
     Returns ``(run, created)``: a repeated ``Idempotency-Key`` returns the first run and
-    ``created=False``, never a second run. A sync run still going at the deadline is handed to
-    a worker and returned as it stands (the API answers 202).
+    ``created=False``, never a second run. A sync run still going at the deadline, or paused
+    for an approval, is returned as it stands (the API answers 202). Admission (policy) may
+    refuse a new run with a 429 error (rate, concurrency, daily budget) or a 400 (a budget
+    above the tenant's maximum).
     """
     run, created = create_run(tenant, request)
     if created and request.mode == RunMode.SYNC:
@@ -115,9 +120,13 @@ def create_run(tenant: Tenant, request: RunRequest) -> tuple[Run, bool]:
     session = _session_for(tenant, agent.name, request)
     deadline_s = request.deadline_s or agent.deadline_s or settings.HARNESS_DEFAULT_DEADLINE_S
     request_id = uuid.uuid4().hex
+    run_id = uuid.uuid4()
+    run_budget = policy.resolve_run_budget(tenant.slug, _agent_budget(agent), request.budget)
+    policy.admit_run(tenant.slug, str(run_id))
     try:
         with transaction.atomic():
             run = Run.objects.create(
+                id=run_id,
                 request_id=request_id,
                 tenant=tenant,
                 session=session,
@@ -132,12 +141,17 @@ def create_run(tenant: Tenant, request: RunRequest) -> tuple[Run, bool]:
                 callback_url=request.callback_url,
                 idempotency_key=request.idempotency_key,
             )
+            policy.open_run_budget(tenant.slug, str(run_id), run_budget)
             emit(run.id, EventType.RUN_QUEUED, {"mode": run.mode})
             if request.mode == RunMode.ASYNC:
                 enqueue_run(run.id)
     except IntegrityError:
         # A concurrent request with the same Idempotency-Key won the insert.
+        policy.release_run(tenant.slug, str(run_id))
         return Run.objects.get(tenant=tenant, idempotency_key=request.idempotency_key), False
+    except BaseException:
+        policy.release_run(tenant.slug, str(run_id))
+        raise
     return run, True
 
 
@@ -216,6 +230,54 @@ def execute_run(run_id: uuid.UUID | str, owner: str = "") -> Run:
     return drive_run(str(run_id), driver)
 
 
+def _agent_budget(agent: AgentSpec) -> policy.RunBudget:
+    return policy.RunBudget(
+        max_tokens=agent.max_tokens_per_run,
+        max_cost_micros=policy.usd_to_micros(agent.max_cost_per_run_usd),
+        max_tool_calls=agent.max_tool_calls_per_run,
+        max_calls_per_tool=agent.max_calls_per_tool,
+        deadline_s=agent.deadline_s,
+    )
+
+
+def decide_tool_call(
+    tenant: Tenant,
+    run_id: str,
+    call_id: str,
+    approver: str,
+    approve: bool,
+    arguments_sha256: str,
+    comment: str = "",
+) -> Run:
+    """An approver's decision on a held call of one of the tenant's runs (see policy
+    approvals); the run resumes on a worker once none of its calls is pending."""
+    from harness.queries import access_run_by_id
+
+    run = access_run_by_id(tenant, run_id)
+    policy.decide_approval(
+        tenant=tenant.slug,
+        run_id=str(run.id),
+        call_id=call_id,
+        approver=approver,
+        approve=approve,
+        arguments_sha256=arguments_sha256,
+        comment=comment,
+    )
+    run.refresh_from_db()
+    return run
+
+
+def resume_run(run_id: uuid.UUID | str) -> Run | None:
+    """Continue a run queued again after its approvals were decided (any worker may).
+
+    The run resumes from its checkpoint: the held calls are executed or refused, never
+    proposed to the model again. None if the run is gone.
+    """
+    if not Run.objects.filter(id=run_id).exists():
+        return None
+    return execute_run(run_id)
+
+
 def cancel_run(run: Run) -> Run:
     """Cancel a run: at once if nobody drives it, else at its driver's next step boundary."""
     now = timezone.now()
@@ -231,6 +293,7 @@ def cancel_run(run: Run) -> Run:
     )
     run.refresh_from_db()
     if idle:
+        policy.release_run(run.tenant.slug, str(run.id))
         emit(run.id, EventType.RUN_FINISHED, {"status": run.status, "stop_reason": "cancelled"})
         webhooks.queue_run_event(run, f"run.{run.status}")
     return run

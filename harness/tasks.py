@@ -14,6 +14,12 @@ def execute_run_task(run_id: str) -> None:
     services.execute_run(run_id)
 
 
+@shared_task(name="harness.resume_run", acks_late=True)
+def resume_run_task(run_id: str) -> None:
+    """Continue a run whose held calls were decided (any worker; only the claimer drives)."""
+    services.resume_run(run_id)
+
+
 @shared_task(name="harness.recover_stalled_runs")
 def recover_stalled_runs_task() -> int:
     """Beat: re-queue runs whose worker died and queued runs whose message was lost."""

@@ -1,9 +1,9 @@
-"""Deciding and executing the tool calls of a step, in the order DESIGN.md fixes:
-the tool exists and is enabled for the agent → ACL → arguments parse → JSON Schema →
-execution. Every refusal becomes a structured error for the model and a span; nothing raises.
-
-Decisions are taken call by call, in the model's order; the allowed calls are then executed
-as one batch (concurrency-safe ones in parallel) and their results put back in that order.
+"""Deciding and executing the tool calls of one step, in the order DESIGN.md fixes:
+the tool exists and is enabled for the agent → ACL (before the arguments are parsed) → chain
+rules → arguments parse → JSON Schema → call rules and approval → tool-call limits →
+execution (allowed calls together, in parallel where safe). Every refusal becomes a structured
+error for the model and a span; nothing raises. A call held for a human's approval has no
+result yet: its message is ``None`` and the loop pauses the run.
 """
 
 from __future__ import annotations
@@ -66,12 +66,15 @@ def declared_argument_pointers(calls: list[ToolCall], registry: ToolRegistry) ->
     return pointers
 
 
-def handle_tool_calls(calls: Sequence[ToolCall], scope: CallScope) -> list[tuple[Message, bool]]:
+def handle_tool_calls(
+    calls: Sequence[ToolCall], scope: CallScope
+) -> list[tuple[Message | None, bool]]:
     """Decide each call, execute the allowed ones together; results in the order of ``calls``.
 
-    Each result is the tool-result message and whether the call succeeded.
+    Each result is the tool-result message and whether the call succeeded; a call held for a
+    human's approval has no message yet (``None``) and the loop pauses the run.
     """
-    results: list[tuple[Message, bool] | None] = []
+    results: list[tuple[Message | None, bool] | None] = []
     allowed: list[tuple[int, ToolCall, PlannedCall]] = []
     for call in calls:
         decided = _decide(call, scope)
@@ -86,13 +89,15 @@ def handle_tool_calls(calls: Sequence[ToolCall], scope: CallScope) -> list[tuple
     return [result for result in results if result is not None]
 
 
-def handle_tool_call(call: ToolCall, scope: CallScope) -> tuple[Message, bool]:
-    """Decide and run one call; return the tool-result message and whether the call succeeded."""
+def handle_tool_call(call: ToolCall, scope: CallScope) -> tuple[Message | None, bool]:
+    """Decide and run one call; the tool-result message (``None`` while held for approval)
+    and whether the call succeeded."""
     return handle_tool_calls([call], scope)[0]
 
 
-def _decide(call: ToolCall, scope: CallScope) -> tuple[Message, bool] | PlannedCall:
-    """A refusal (message, False), or the call ready to execute."""
+def _decide(call: ToolCall, scope: CallScope) -> tuple[Message | None, bool] | PlannedCall:
+    """A refusal (message, False), a hold for approval (None, False), or the call ready to
+    execute."""
     tool = scope.registry.get(call.name)
     if tool is None or call.name not in scope.agent.tools or not tool.enabled:
         return _refuse(call, scope, _unknown_tool_error(call, scope), rule="tool_enabled")
@@ -119,6 +124,9 @@ def _decide(call: ToolCall, scope: CallScope) -> tuple[Message, bool] | PlannedC
             {"tool": call.name, "scope": decision.scope},
         )
         return _tool_message(call, error=error), False
+    chain = policy.check_chain_rules(scope.tenant, scope.run_id, tool.name, tool.carries, tool.sink)
+    if chain.effect == policy.RuleEffect.REFUSE:
+        return _refuse_by_rule(call, scope, chain, "chain")
     if call.arguments is None:
         error = ToolCallError(
             ToolErrorCode.INVALID_ARGUMENTS_JSON,
@@ -135,6 +143,9 @@ def _decide(call: ToolCall, scope: CallScope) -> tuple[Message, bool] | PlannedC
             {"tool": call.name, "violations": violations},
         )
         return _refuse(call, scope, error, rule="schema")
+    gated = _approval_and_limits(call, tool, scope, chain)
+    if gated is not None:
+        return gated
     context = ToolContext(
         tenant=scope.tenant,
         user_id=scope.user_id,
@@ -248,3 +259,130 @@ def _tool_message(
         name=call.name,
         is_error=error is not None,
     )
+
+
+# --- Policy checks after the ACL: chain and call rules, approvals, limits (issue 5) ----------
+
+
+def _approval_and_limits(
+    call: ToolCall, tool: ToolDefinition, scope: CallScope, chain: policy.RuleVerdict
+) -> tuple[Message | None, bool] | None:
+    """Call rules and approvals, then the tool-call limits; ``None`` means "execute it"."""
+    arguments = call.arguments or {}
+    approval = policy.find_approval(scope.run_id, call.id)
+    if approval is None:
+        verdict = policy.check_call_rules(scope.tenant, tool.name, tool.approval, arguments)
+        if verdict.effect == policy.RuleEffect.REFUSE:
+            return _refuse_by_rule(call, scope, verdict, "call_rule")
+        if not verdict.allowed or chain.effect == policy.RuleEffect.REQUIRE_APPROVAL:
+            return _hold(call, tool, scope, verdict if not verdict.allowed else chain)
+    elif approval.status == policy.ApprovalStatus.PENDING:
+        return None, False
+    elif (
+        approval.status != policy.ApprovalStatus.APPROVED
+        or policy.hash_arguments(arguments) != approval.arguments_sha256
+    ):
+        return _refuse_unapproved(call, scope, approval)
+    refusal = policy.admit_tool_call(scope.tenant, scope.run_id, tool.name)
+    if refusal is not None:
+        error = ToolCallError(
+            ToolErrorCode.LIMIT_EXCEEDED,
+            f"{call.name} was not run: {refusal.reason}. Answer with what you have.",
+            {"tool": call.name, "limit": refusal.rule},
+        )
+        return _refuse(call, scope, error, rule="limit")
+    # The run holds the labels from now on, even if the call then fails: it may have read.
+    policy.note_labels(scope.run_id, call.id, tool.name, tool.carries)
+    return None
+
+
+def declared_arguments(tool: ToolDefinition) -> dict[str, str]:
+    return tool.sensitive.get("arguments") or {}
+
+
+def _hold(
+    call: ToolCall, tool: ToolDefinition, scope: CallScope, verdict: policy.RuleVerdict
+) -> tuple[Message | None, bool]:
+    approval = policy.hold_for_approval(
+        tenant=scope.tenant,
+        run_id=scope.run_id,
+        call_id=call.id,
+        tool=call.name,
+        user_id=scope.user_id,
+        arguments=call.arguments or {},
+        # Approvers see the arguments masked; the decision binds to the clear ones' hash.
+        display_arguments=scope.tracer.mask(call.arguments or {}, declared_arguments(tool)),
+        rule=verdict.rule,
+        reason=verdict.reason,
+        policy_version=verdict.version,
+    )
+    with scope.tracer.span(
+        SpanKind.POLICY_CHECK,
+        f"approval {call.name}",
+        scope.parent,
+        call_id=call.id,
+        tool=call.name,
+        check="approval",
+        held=True,
+        approval_id=approval.pk,
+        arguments_sha256=approval.arguments_sha256,
+        expires_at=approval.expires_at.isoformat(),
+        **verdict.attributes(),
+    ):
+        pass
+    return None, False
+
+
+def _refuse_by_rule(
+    call: ToolCall, scope: CallScope, verdict: policy.RuleVerdict, check: str
+) -> tuple[Message, bool]:
+    error = ToolCallError(
+        ToolErrorCode.POLICY_REFUSED,
+        f"{call.name} was refused by policy rule {verdict.rule}: {verdict.reason}.",
+        {"tool": call.name} | verdict.attributes(),
+    )
+    with scope.tracer.span(
+        SpanKind.POLICY_CHECK,
+        f"{check} {call.name}",
+        scope.parent,
+        call_id=call.id,
+        tool=call.name,
+        check=check,
+        allowed=False,
+        **verdict.attributes(),
+    ) as span:
+        span.fail(SpanStatus.REFUSED)
+    return _tool_message(call, error=error), False
+
+
+def _refuse_unapproved(
+    call: ToolCall, scope: CallScope, approval: policy.ToolApproval
+) -> tuple[Message, bool]:
+    if approval.status == policy.ApprovalStatus.APPROVED:
+        why = "its arguments differ from the approved ones"
+    elif approval.status == policy.ApprovalStatus.EXPIRED:
+        why = "nobody approved it before the approval expired"
+    else:
+        why = f"{approval.decided_by} denied it" + (
+            f" ({approval.comment})" if approval.comment else ""
+        )
+    error = ToolCallError(
+        ToolErrorCode.APPROVAL_DENIED,
+        f"{call.name} was not run: {why}. Do not retry it; tell the user.",
+        {"tool": call.name, "approval": approval.status, "rule": approval.rule},
+    )
+    with scope.tracer.span(
+        SpanKind.POLICY_CHECK,
+        f"approval {call.name}",
+        scope.parent,
+        call_id=call.id,
+        tool=call.name,
+        check="approval",
+        allowed=False,
+        approval=approval.status,
+        decided_by=approval.decided_by,
+        rule=approval.rule,
+        policy_version=approval.policy_version,
+    ) as span:
+        span.fail(SpanStatus.REFUSED)
+    return _tool_message(call, error=error), False

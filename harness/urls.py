@@ -17,4 +17,5 @@ urlpatterns = [
         name="api-docs",
     ),
     path("api/v1/", include("harness.api.urls")),
+    path("api/v1/", include("policy.api.urls")),
 ]

@@ -1,22 +1,38 @@
-"""Casbin decisions, guarded and cached by policy version.
+"""Casbin decisions, one small enforcer per tenant, guarded and cached by policy version.
 
-pycasbin enforcers are not safe to share between threads, so one lock guards the enforcer of
-each process. Decisions are cached per policy version: a rule edit bumps the version row, and
-the next decision in any process sees the new number, reloads the rules and drops its cache.
+The model is RBAC with domains, and a request only ever matches lines of its own domain
+(``r.dom == p.dom``, roles are per domain). So each tenant gets an enforcer holding only that
+tenant's lines, loaded on its first decision with an indexed query: a decision costs the same
+with 1 k or 100 k lines in the table, and a reload after an edit reads one tenant's lines, not
+all of them. (The first version loaded every line into one enforcer: ~310 ms per uncached
+decision and ~3-4 s per reload at 100 k lines; now ~2-4 ms and ~4 ms; see bench/policy.py.)
+
+pycasbin enforcers are not safe to share between threads, so one lock guards the engine of each
+process. Decisions are cached per policy version: an edit bumps the version row, and the next
+decision in any process sees the new number and drops the enforcers and cached decisions of
+the tenants the edits between the two versions touched (every edit writes a ``PolicyChange``
+naming its tenant); when it cannot tell (a bulk load, a re-created database), it drops all.
+The version is read with one raw query on every decision: through the ORM it cost ~600 µs
+on SQLite, more than a cached decision itself (~25 µs now).
 """
 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from collections import OrderedDict
+from dataclasses import dataclass, replace
 
 import casbin
-from casbin_adapter.adapter import Adapter
+from casbin import persist
+from casbin_adapter.models import CasbinRule
 from django.conf import settings
+from django.db import connection
+from django.db.models import Q
 
-from policy.models import PolicyVersion
+from policy.models import PolicyChange, PolicyVersion
 
 MAX_CACHED_DECISIONS = 100_000
+MAX_TENANT_ENFORCERS = 4_096
 
 
 @dataclass(frozen=True)
@@ -28,38 +44,88 @@ class Decision:
     version: int = 0
 
 
+class _TenantLines(persist.Adapter):
+    """Loads the policy lines of one domain (tenant) only."""
+
+    def __init__(self, tenant: str) -> None:
+        self.tenant = tenant
+
+    def load_policy(self, model: casbin.Model) -> None:
+        lines = (
+            CasbinRule.objects.filter(Q(ptype="p", v1=self.tenant) | Q(ptype="g", v2=self.tenant))
+            .order_by("id")
+            .values_list("ptype", "v0", "v1", "v2", "v3", "v4")
+        )
+        for line in lines:
+            persist.load_policy_line(", ".join(value for value in line if value), model)
+
+
 class PolicyEngine:
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._enforcer: casbin.Enforcer | None = None
-        self._version = -1
-        self._decisions: dict[tuple[str, str, str], Decision] = {}
+        self._version: tuple[int, str] = (-1, "")
+        self._enforcers: OrderedDict[str, casbin.Enforcer] = OrderedDict()
+        self._decisions: dict[str, dict[tuple[str, str], Decision]] = {}
+        self._cached = 0
 
     def decide(self, tenant: str, user: str, scope: str) -> Decision:
         """May ``user`` in ``tenant`` use ``scope`` ("object:action")? Deny overrides allow."""
-        version = current_version()
-        key = (tenant, user, scope)
+        version_key = current_version_key()
+        version = version_key[0]
+        key = (user, scope)
         with self._lock:
-            if version != self._version:
-                self._reload(version)
-            cached = self._decisions.get(key)
+            if version_key != self._version:
+                self._forget(tenants_changed(self._version, version_key))
+                self._version = version_key
+            cached = self._decisions.get(tenant, {}).get(key)
             if cached is not None:
+                if cached.version != version:  # still true: no edit touched this tenant
+                    cached = replace(cached, version=version)
+                    self._decisions[tenant][key] = cached
                 return cached
-            decision = self._enforce(tenant, user, scope, version)
-            if len(self._decisions) >= MAX_CACHED_DECISIONS:
+            decision = self._enforce(self._enforcer(tenant), tenant, user, scope, version)
+            if self._cached >= MAX_CACHED_DECISIONS:
                 self._decisions.clear()
-            self._decisions[key] = decision
+                self._cached = 0
+            self._decisions.setdefault(tenant, {})[key] = decision
+            self._cached += 1
             return decision
 
-    def _reload(self, version: int) -> None:
-        self._enforcer = casbin.Enforcer(settings.CASBIN_MODEL, Adapter())
-        self._version = version
-        self._decisions.clear()
+    def _forget(self, tenants: set[str] | None) -> None:
+        """Drop what is cached for ``tenants`` (``None``: for every tenant)."""
+        if tenants is None:
+            self._enforcers.clear()
+            self._decisions.clear()
+            self._cached = 0
+            return
+        for tenant in tenants:
+            self._enforcers.pop(tenant, None)
+            self._cached -= len(self._decisions.pop(tenant, {}))
 
-    def _enforce(self, tenant: str, user: str, scope: str, version: int) -> Decision:
-        assert self._enforcer is not None
+    def _enforcer(self, tenant: str) -> casbin.Enforcer:
+        enforcer = self._enforcers.get(tenant)
+        if enforcer is not None:
+            self._enforcers.move_to_end(tenant)
+            return enforcer
+        enforcer = casbin.Enforcer(settings.CASBIN_MODEL)
+        # pycasbin's domain role manager compares role names through an equality *function*
+        # by default, which makes loading O(links x roles) (~6 ms for 40 users); without one
+        # it compares names directly. Our model has no role patterns.
+        for role_manager in enforcer.rm_map.values():
+            role_manager.matching_func = None
+        enforcer.set_adapter(_TenantLines(tenant))
+        enforcer.load_policy()
+        self._enforcers[tenant] = enforcer
+        if len(self._enforcers) > MAX_TENANT_ENFORCERS:
+            self._enforcers.popitem(last=False)
+        return enforcer
+
+    @staticmethod
+    def _enforce(
+        enforcer: casbin.Enforcer, tenant: str, user: str, scope: str, version: int
+    ) -> Decision:
         obj, _, act = scope.partition(":")
-        allowed, explain = self._enforcer.enforce_ex(user, tenant, obj, act)
+        allowed, explain = enforcer.enforce_ex(user, tenant, obj, act)
         rule = tuple(explain)
         if allowed:
             reason = f"{scope} allowed by rule {', '.join(rule)}"
@@ -71,8 +137,33 @@ class PolicyEngine:
 
 
 def current_version() -> int:
-    row = PolicyVersion.objects.filter(pk=1).values_list("version", flat=True).first()
-    return row or 0
+    return current_version_key()[0]
+
+
+def current_version_key() -> tuple[int, str]:
+    """The policy version and its stamp: what caches are keyed by."""
+    with connection.cursor() as cursor:
+        cursor.execute(_VERSION_SQL)
+        row = cursor.fetchone()
+    return (row[0], row[1]) if row else (0, "")
+
+
+_VERSION_SQL = f"SELECT version, stamp FROM {PolicyVersion._meta.db_table} WHERE id = 1"  # noqa: S608
+
+
+def tenants_changed(old: tuple[int, str], new: tuple[int, str]) -> set[str] | None:
+    """The tenants edited between two versions, or ``None`` if that cannot be known: every
+    version in between must have its ``PolicyChange`` row."""
+    if old[0] < 0 or new[0] <= old[0]:
+        return None
+    rows = list(
+        PolicyChange.objects.filter(version__gt=old[0], version__lte=new[0]).values_list(
+            "version", "tenant"
+        )
+    )
+    if len({version for version, _ in rows}) != new[0] - old[0]:
+        return None
+    return {tenant for _, tenant in rows}
 
 
 _engine = PolicyEngine()

@@ -1,11 +1,25 @@
-"""Typed policy errors."""
+"""Typed policy errors: each carries a stable code, an HTTP status, details and headers."""
 
+from __future__ import annotations
+
+import math
 from enum import StrEnum
 from typing import Any
 
 
 class PolicyErrorCode(StrEnum):
     INVALID_RULE = "invalid_rule"
+    RULE_NOT_FOUND = "rule_not_found"
+    ACTING_USER_REQUIRED = "acting_user_required"
+    PERMISSION_DENIED = "permission_denied"
+    RATE_LIMITED = "rate_limited"
+    TOO_MANY_CONCURRENT_RUNS = "too_many_concurrent_runs"
+    TENANT_BUSY = "tenant_busy"
+    TENANT_BUDGET_EXHAUSTED = "tenant_budget_exhausted"
+    BUDGET_ABOVE_MAXIMUM = "budget_above_maximum"
+    APPROVAL_NOT_FOUND = "approval_not_found"
+    APPROVAL_ALREADY_DECIDED = "approval_already_decided"
+    APPROVAL_ARGUMENTS_MISMATCH = "approval_arguments_mismatch"
 
 
 class PolicyError(Exception):
@@ -16,7 +30,72 @@ class PolicyError(Exception):
         super().__init__(message)
         self.message = message
         self.details = details or {}
+        self.headers: dict[str, str] = {}
 
 
 class InvalidRule(PolicyError):
     code = PolicyErrorCode.INVALID_RULE
+
+
+class RuleNotFound(PolicyError):
+    code = PolicyErrorCode.RULE_NOT_FOUND
+    http_status = 404
+
+
+class ActingUserRequired(PolicyError):
+    code = PolicyErrorCode.ACTING_USER_REQUIRED
+
+
+class PermissionDenied(PolicyError):
+    code = PolicyErrorCode.PERMISSION_DENIED
+    http_status = 403
+
+
+class BudgetAboveMaximum(PolicyError):
+    code = PolicyErrorCode.BUDGET_ABOVE_MAXIMUM
+
+
+class Throttled(PolicyError):
+    """Refused for now: ``Retry-After`` says when trying again makes sense."""
+
+    code = PolicyErrorCode.RATE_LIMITED
+    http_status = 429
+
+    def __init__(
+        self, message: str, retry_after_s: float, details: dict[str, Any] | None = None
+    ) -> None:
+        seconds = max(1, math.ceil(retry_after_s))
+        super().__init__(message, {**(details or {}), "retry_after_s": seconds})
+        self.retry_after_s = seconds
+        self.headers = {"Retry-After": str(seconds)}
+
+
+class RateLimited(Throttled):
+    code = PolicyErrorCode.RATE_LIMITED
+
+
+class TooManyConcurrentRuns(Throttled):
+    code = PolicyErrorCode.TOO_MANY_CONCURRENT_RUNS
+
+
+class TenantBusy(Throttled):
+    code = PolicyErrorCode.TENANT_BUSY
+
+
+class TenantBudgetExhausted(Throttled):
+    code = PolicyErrorCode.TENANT_BUDGET_EXHAUSTED
+
+
+class ApprovalNotFound(PolicyError):
+    code = PolicyErrorCode.APPROVAL_NOT_FOUND
+    http_status = 404
+
+
+class ApprovalAlreadyDecided(PolicyError):
+    code = PolicyErrorCode.APPROVAL_ALREADY_DECIDED
+    http_status = 409
+
+
+class ApprovalArgumentsMismatch(PolicyError):
+    code = PolicyErrorCode.APPROVAL_ARGUMENTS_MISMATCH
+    http_status = 409

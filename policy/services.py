@@ -1,97 +1,162 @@
-"""Policy decisions and audited rule edits.
+"""The policy engine's public face for other apps: ACL decisions and edits, chain and call
+rules, limits, the budget ledger and approvals. Each lives in its own module; other apps
+import only this one (and ``policy.errors``)."""
 
-Edits write the Casbin rule, bump the policy version and record who changed what in one
-transaction; every process picks the change up on its next decision.
-"""
+from __future__ import annotations
 
-import re
-from collections.abc import Iterable
+from typing import Any
 
-from casbin_adapter.models import CasbinRule
 from django.db import transaction
-from django.db.models import F
 
-from policy.engine import Decision, get_engine
-from policy.errors import InvalidRule
-from policy.models import PolicyChange, PolicyVersion
+from policy import budget as _budget
+from policy import limits as _limits
+from policy.acl import (
+    add_permission,
+    assign_role,
+    authorize_scopes,
+    bump_version,
+    decide,
+    list_changes,
+    list_lines,
+    remove_permission,
+    require_scope,
+    unassign_role,
+)
+from policy.approvals import (
+    APPROVER_SCOPE,
+    approval_decided,
+    decide_approval,
+    expire_approvals,
+    find_approval,
+    get_approval,
+    has_pending_approvals,
+    hash_arguments,
+    hold_for_approval,
+    list_approvals,
+)
+from policy.budget import (
+    BudgetStop,
+    Reservation,
+    RunBudget,
+    add_wall_time,
+    cancel_reservation,
+    open_run_budget,
+    run_usage,
+    settle_model_call,
+    tenant_day_usage,
+    usd_to_micros,
+)
+from policy.engine import Decision, current_version
+from policy.limits import (
+    admit_run,
+    admit_tool_call,
+    clear_limits,
+    pace_model_call,
+    release_run,
+    resume_run_slot,
+    tenant_limits,
+)
+from policy.models import ApprovalStatus, RuleEffect, ToolApproval
+from policy.rules import (
+    RuleSpec,
+    RuleVerdict,
+    check_call_rules,
+    check_chain_rules,
+    create_rule,
+    delete_rule,
+    get_rule,
+    list_labels,
+    list_rules,
+    note_labels,
+    update_rule,
+)
 
-SCOPE_PATTERN = re.compile(r"^([a-z0-9_-]+|\*):([a-z0-9_-]+|\*)$")
-EFFECTS = ("allow", "deny")
+POLICY_ADMIN_SCOPE = "policy:admin"
+
+__all__ = [
+    "APPROVER_SCOPE",
+    "POLICY_ADMIN_SCOPE",
+    "ApprovalStatus",
+    "BudgetStop",
+    "Decision",
+    "Reservation",
+    "RuleEffect",
+    "RuleSpec",
+    "RuleVerdict",
+    "RunBudget",
+    "ToolApproval",
+    "add_permission",
+    "add_wall_time",
+    "admit_run",
+    "admit_tool_call",
+    "approval_decided",
+    "assign_role",
+    "authorize_scopes",
+    "bump_policy_version",
+    "cancel_reservation",
+    "check_call_rules",
+    "check_chain_rules",
+    "clear_limits",
+    "create_rule",
+    "current_version",
+    "decide",
+    "decide_approval",
+    "delete_rule",
+    "expire_approvals",
+    "find_approval",
+    "get_approval",
+    "get_rule",
+    "has_pending_approvals",
+    "hash_arguments",
+    "hold_for_approval",
+    "list_approvals",
+    "list_changes",
+    "list_labels",
+    "list_lines",
+    "list_rules",
+    "note_labels",
+    "open_run_budget",
+    "pace_model_call",
+    "release_run",
+    "remove_permission",
+    "require_scope",
+    "reserve_model_call",
+    "resolve_run_budget",
+    "resume_run_slot",
+    "run_usage",
+    "settle_model_call",
+    "tenant_day_usage",
+    "tenant_limits",
+    "unassign_role",
+    "update_rule",
+    "usd_to_micros",
+]
 
 
-def decide(tenant: str, user: str, scope: str) -> Decision:
-    """One ACL decision for one access scope."""
-    return get_engine().decide(tenant, user, scope)
+def bump_policy_version() -> int:
+    """Mark the rules changed (e.g. after a bulk load): every process reloads them."""
+    with transaction.atomic():
+        return bump_version()
 
 
-def authorize_scopes(tenant: str, user: str, scopes: Iterable[str]) -> Decision:
-    """Allowed only if every scope is; returns the first refusal, else the last allowance."""
-    decision = Decision(allowed=False, scope="", reason="the tool declares no access scope")
-    for scope in scopes:
-        decision = decide(tenant, user, scope)
-        if not decision.allowed:
-            return decision
-    return decision
+def resolve_run_budget(
+    tenant: str, agent_budget: RunBudget, requested: dict[str, Any] | None
+) -> RunBudget:
+    """A run's limits: the agent's, lowered or raised by the request up to the tenant's
+    maximum. Raises ``BudgetAboveMaximum``."""
+    return _budget.resolve_run_budget(agent_budget, requested, _limits.tenant_limits(tenant))
 
 
-def add_permission(tenant: str, subject: str, scope: str, effect: str, actor: str) -> int:
-    """Let (or, with effect "deny", forbid) a user or role use a scope in a tenant."""
-    obj, act = _parse_scope(scope)
-    if effect not in EFFECTS:
-        raise InvalidRule(f"effect must be one of {EFFECTS}, got {effect!r}")
-    return _add_rule("p", [subject, tenant, obj, act, effect], tenant, actor)
-
-
-def assign_role(tenant: str, user: str, role: str, actor: str) -> int:
-    """Give a user a role within a tenant (roles are tenant-scoped)."""
-    if not user or not role:
-        raise InvalidRule("user and role are both required")
-    return _add_rule("g", [user, role, tenant], tenant, actor)
-
-
-def remove_permission(tenant: str, subject: str, scope: str, effect: str, actor: str) -> int:
-    obj, act = _parse_scope(scope)
-    return _remove_rule("p", [subject, tenant, obj, act, effect], tenant, actor)
-
-
-def _parse_scope(scope: str) -> tuple[str, str]:
-    match = SCOPE_PATTERN.match(scope)
-    if not match:
-        raise InvalidRule(f"scope {scope!r} is not of the form object:action", {"scope": scope})
-    return match.group(1), match.group(2)
-
-
-def _fields(values: list[str]) -> dict[str, str]:
-    return {f"v{i}": value for i, value in enumerate(values)}
-
-
-@transaction.atomic
-def _add_rule(ptype: str, values: list[str], tenant: str, actor: str) -> int:
-    """Add a rule unless present; returns the policy version after the edit."""
-    _, created = CasbinRule.objects.get_or_create(ptype=ptype, **_fields(values))
-    if not created:
-        return _bump_version(only_read=True)
-    version = _bump_version()
-    PolicyChange.objects.create(
-        tenant=tenant, actor=actor, action="add", rule=[ptype, *values], version=version
+def reserve_model_call(
+    tenant: str, run_id: str, tokens: int, cost_micros: int, segment_elapsed_ms: int
+) -> Reservation | BudgetStop:
+    """Reserve the next model call's tokens and cost (micro-USD) on the run and the tenant's
+    day, or return which budget (or the wall-time limit) stops the run."""
+    return _budget.reserve_model_call(
+        tenant,
+        run_id,
+        tokens,
+        cost_micros,
+        segment_elapsed_ms,
+        _limits.tenant_limits(tenant),
     )
-    return version
-
-
-@transaction.atomic
-def _remove_rule(ptype: str, values: list[str], tenant: str, actor: str) -> int:
-    deleted, _ = CasbinRule.objects.filter(ptype=ptype, **_fields(values)).delete()
-    if not deleted:
-        return _bump_version(only_read=True)
-    version = _bump_version()
-    PolicyChange.objects.create(
-        tenant=tenant, actor=actor, action="remove", rule=[ptype, *values], version=version
-    )
-    return version
-
-
-def _bump_version(only_read: bool = False) -> int:
-    PolicyVersion.objects.get_or_create(pk=1)
-    if not only_read:
-        PolicyVersion.objects.filter(pk=1).update(version=F("version") + 1)
-    return PolicyVersion.objects.get(pk=1).version

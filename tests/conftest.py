@@ -49,8 +49,33 @@ class ApiClient:
             **{f"HTTP_{k.upper().replace('-', '_')}": v for k, v in headers.items()},
         )
 
-    def get(self, path: str) -> Any:
-        return self.client.get(path, HTTP_AUTHORIZATION=f"Bearer {self.key}")
+    def get(self, path: str, **headers: str) -> Any:
+        return self.client.get(
+            path, HTTP_AUTHORIZATION=f"Bearer {self.key}", **_meta_headers(headers)
+        )
+
+    def send(self, method: str, path: str, body: Any = None, **headers: str) -> Any:
+        """Any method with a JSON body (``patch``, ``delete``…)."""
+        return getattr(self.client, method)(
+            path,
+            data=json.dumps(body) if body is not None else "",
+            content_type="application/json",
+            HTTP_AUTHORIZATION=f"Bearer {self.key}",
+            **_meta_headers(headers),
+        )
+
+
+def _meta_headers(headers: dict[str, str]) -> dict[str, str]:
+    return {f"HTTP_{k.upper().replace('-', '_')}": v for k, v in headers.items()}
+
+
+@pytest.fixture(autouse=True)
+def _shared_limits_start_empty(settings: Any) -> None:
+    """Limits kept in Redis outlive a test's database: start each test without them."""
+    if settings.REDIS_URL:
+        from policy.services import clear_limits
+
+        clear_limits()
 
 
 @pytest.fixture(autouse=True)

@@ -16,6 +16,11 @@ class ToolErrorCode(StrEnum):
     HTTP_ERROR = "http_error"
     INVALID_RESPONSE = "invalid_response"
     OUTCOME_UNKNOWN = "outcome_unknown"
+    # Refusals by the policy engine after the ACL: a chain or call rule, a human's denial (or
+    # no decision in time), a limit on tool calls.
+    POLICY_REFUSED = "policy_refused"
+    APPROVAL_DENIED = "approval_denied"
+    LIMIT_EXCEEDED = "limit_exceeded"
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,10 @@ _DRF_CODES: list[tuple[type[exceptions.APIException], ErrorCode]] = [
 def render_api_error(exc: Exception, context: dict[str, Any]) -> Response:
     """Wrap DRF's handler (keeping its rollback and headers) and render our format."""
     if _is_domain_error(exc):
-        return _error_response(exc.http_status, exc.code, exc.message, exc.details)
+        response = _error_response(exc.http_status, exc.code, exc.message, exc.details)
+        for header, value in getattr(exc, "headers", {}).items():
+            response[header] = value  # e.g. Retry-After on a 429
+        return response
     response = exception_handler(exc, context)
     if response is None:
         request = context.get("request")

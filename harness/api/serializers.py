@@ -1,7 +1,22 @@
+from decimal import Decimal
+from typing import Any
+
 from rest_framework import serializers
 
 from harness.models import Run, RunMode, RunStatus
+from policy import services as policy
 from traces.services import unseal
+
+
+class RunBudgetSerializer(serializers.Serializer):
+    """Per-request budget: lowers or raises the agent's, up to the tenant's maximum."""
+
+    max_tokens = serializers.IntegerField(required=False, min_value=1)
+    max_cost_usd = serializers.DecimalField(
+        required=False, max_digits=12, decimal_places=6, min_value=Decimal("0.000001")
+    )
+    max_tool_calls = serializers.IntegerField(required=False, min_value=1)
+    max_calls_per_tool = serializers.IntegerField(required=False, min_value=1)
 
 
 class RunCreateSerializer(serializers.Serializer):
@@ -15,6 +30,7 @@ class RunCreateSerializer(serializers.Serializer):
     session_id = serializers.UUIDField(
         required=False, help_text="Continue this session (multi-turn) instead of starting one."
     )
+    budget = RunBudgetSerializer(required=False)
 
 
 class RunSerializer(serializers.ModelSerializer):
@@ -51,12 +67,16 @@ class RunSerializer(serializers.ModelSerializer):
         """The tenant's own client gets the clear answer (stored sealed); people see it masked."""
         return unseal(run.sealed, {}).get("answer", run.answer)
 
-    def get_usage(self, run: Run) -> dict[str, int]:
-        return {
+    def get_usage(self, run: Run) -> dict[str, Any]:
+        usage: dict[str, Any] = {
             "prompt_tokens": run.prompt_tokens,
             "completion_tokens": run.completion_tokens,
             "total_tokens": run.total_tokens,
         }
+        ledger = policy.run_usage(str(run.id))
+        if ledger:
+            usage["budget"] = ledger
+        return usage
 
     def get_links(self, run: Run) -> dict[str, str]:
         base = f"/api/v1/runs/{run.id}"
@@ -65,6 +85,7 @@ class RunSerializer(serializers.ModelSerializer):
             "trace": f"{base}/trace",
             "events": f"{base}/events",
             "cancel": f"{base}/cancel",
+            "approvals": f"{base}/approvals",
         }
 
 
@@ -80,6 +101,31 @@ class RunFilterSerializer(serializers.Serializer):
         required=False,
         help_text="Return runs created before this time (the previous page's next_cursor).",
     )
+
+
+class ApprovalSerializer(serializers.Serializer):
+    call_id = serializers.CharField()
+    tool = serializers.CharField()
+    user = serializers.CharField(source="user_id")
+    arguments = serializers.JSONField()
+    arguments_sha256 = serializers.CharField()
+    status = serializers.CharField()
+    rule = serializers.CharField()
+    reason = serializers.CharField()
+    policy_version = serializers.IntegerField()
+    expires_at = serializers.DateTimeField()
+    decided_by = serializers.CharField()
+    decided_at = serializers.DateTimeField(allow_null=True)
+    comment = serializers.CharField()
+    created_at = serializers.DateTimeField()
+
+
+class ApprovalDecisionSerializer(serializers.Serializer):
+    decision = serializers.ChoiceField(choices=["approve", "deny"])
+    arguments_sha256 = serializers.RegexField(
+        r"^[0-9a-f]{64}$", help_text="SHA-256 of the arguments you decided on, as listed."
+    )
+    comment = serializers.CharField(required=False, allow_blank=True, max_length=2000)
 
 
 class SpanSerializer(serializers.Serializer):

@@ -7,6 +7,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from harness.api.serializers import (
+    ApprovalDecisionSerializer,
+    ApprovalSerializer,
     RunCreateSerializer,
     RunFilterSerializer,
     RunSerializer,
@@ -14,8 +16,17 @@ from harness.api.serializers import (
 )
 from harness.errors import HarnessError
 from harness.queries import access_run_by_id, list_runs
-from harness.services import RunRequest, cancel_run, start_run
+from harness.services import RunRequest, cancel_run, decide_tool_call, start_run
+from policy import services as policy
 from traces.queries import get_trace
+
+ACTING_USER_PARAMETER = OpenApiParameter(
+    "X-Harness-User",
+    str,
+    OpenApiParameter.HEADER,
+    required=True,
+    description="The end user the client acts for; the policy decides what they may do.",
+)
 
 IDEMPOTENCY_KEY_PARAMETER = OpenApiParameter(
     "Idempotency-Key",
@@ -54,6 +65,7 @@ class RunListView(APIView):
                 deadline_s=data.get("deadline_s"),
                 idempotency_key=key,
                 session_id=str(data.get("session_id") or ""),
+                budget=data.get("budget"),
             ),
         )
         http_status = status.HTTP_200_OK if run.is_terminal else status.HTTP_202_ACCEPTED
@@ -92,3 +104,35 @@ class RunTraceView(APIView):
         """The run's spans in order, each with its audit records."""
         run = access_run_by_id(request.user.tenant, run_id)
         return Response(TraceSerializer(get_trace(run.request_id)).data)
+
+
+class RunApprovalListView(APIView):
+    @extend_schema(responses=ApprovalSerializer(many=True))
+    def get(self, request: Request, run_id: str) -> Response:
+        """The run's calls held for approval (and decided ones), with exact arguments."""
+        run = access_run_by_id(request.user.tenant, run_id)
+        approvals = policy.list_approvals(request.user.tenant.slug, str(run.id))
+        return Response(ApprovalSerializer(approvals, many=True).data)
+
+
+class RunApprovalDecisionView(APIView):
+    @extend_schema(
+        request=ApprovalDecisionSerializer,
+        responses=RunSerializer,
+        parameters=[ACTING_USER_PARAMETER],
+    )
+    def post(self, request: Request, run_id: str, call_id: str) -> Response:
+        """Approve or deny one held call, for the arguments whose SHA-256 you name. The
+        approver (X-Harness-User) needs approval:decide. The run resumes on a worker."""
+        body = ApprovalDecisionSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        run = decide_tool_call(
+            request.user.tenant,
+            run_id,
+            call_id,
+            approver=request.headers.get("X-Harness-User", "").strip(),
+            approve=body.validated_data["decision"] == "approve",
+            arguments_sha256=body.validated_data["arguments_sha256"],
+            comment=body.validated_data.get("comment", ""),
+        )
+        return Response(RunSerializer(run).data)

@@ -94,17 +94,16 @@ if DATABASE_URL:
     DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
 else:
     DATABASES = {
-        "default": {
-            "ENGINE": "django.db.backends.sqlite3",
-            "NAME": VAR_DIR / "harness.sqlite3",
-            # The web server and the worker share the file: WAL lets readers proceed during a
-            # write, IMMEDIATE takes the write lock up front instead of failing on upgrade.
-            "OPTIONS": {
-                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-                "transaction_mode": "IMMEDIATE",
-                "timeout": 20,
-            },
-        }
+        "default": {"ENGINE": "django.db.backends.sqlite3", "NAME": VAR_DIR / "harness.sqlite3"}
+    }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # The web server and the worker share the file (also when DATABASE_URL names it): WAL lets
+    # readers proceed during a write, IMMEDIATE takes the write lock up front instead of
+    # failing on upgrade.
+    DATABASES["default"]["OPTIONS"] = {
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 20,
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -260,6 +259,27 @@ CELERY_BEAT_SCHEDULE["traces.delete_expired_traces"] = {
 }
 # Encrypts the clear working copy of runs (the readable copies are masked).
 HARNESS_SEALING_KEY = env_str("HARNESS_SEALING_KEY") or derive_key(SECRET_KEY, "harness.sealing")
+# --- Policy: tenant limits, budgets, approvals (see README "Policies") ----------------------
+# Deployment defaults; a tenant's TenantLimits row (admin) overrides each. 0 = unlimited.
+HARNESS_TENANT_RUNS_PER_SECOND = env_int("HARNESS_TENANT_RUNS_PER_SECOND", 10, minimum=1)
+HARNESS_TENANT_MAX_CONCURRENT_RUNS = env_int("HARNESS_TENANT_MAX_CONCURRENT_RUNS", 50, minimum=1)
+HARNESS_TENANT_MODEL_CALLS_PER_MINUTE = env_int(
+    "HARNESS_TENANT_MODEL_CALLS_PER_MINUTE", 600, minimum=1
+)
+HARNESS_TENANT_MAX_TOKENS_PER_RUN = env_int("HARNESS_TENANT_MAX_TOKENS_PER_RUN", 0, minimum=0)
+HARNESS_TENANT_MAX_TOOL_CALLS_PER_RUN = env_int(
+    "HARNESS_TENANT_MAX_TOOL_CALLS_PER_RUN", 0, minimum=0
+)
+HARNESS_TENANT_DAILY_TOKENS = env_int("HARNESS_TENANT_DAILY_TOKENS", 0, minimum=0)
+HARNESS_TENANT_DAILY_COST_USD = env_float("HARNESS_TENANT_DAILY_COST_USD", 0.0, minimum=0)
+HARNESS_TENANT_DAILY_TOOL_CALLS = env_int("HARNESS_TENANT_DAILY_TOOL_CALLS", 0, minimum=0)
+# What a model call reserves for its answer on top of the prompt estimate.
+HARNESS_COMPLETION_RESERVE_TOKENS = env_int("HARNESS_COMPLETION_RESERVE_TOKENS", 1024, minimum=1)
+HARNESS_APPROVAL_TTL_S = env_int("HARNESS_APPROVAL_TTL_S", 86_400, minimum=1)
+CELERY_BEAT_SCHEDULE["expire-approvals"] = {
+    "task": "policy.expire_approvals",
+    "schedule": env_float("HARNESS_SWEEP_INTERVAL_S", 15.0, minimum=0.5),
+}
 
 LOGGING = {
     "version": 1,

@@ -103,7 +103,13 @@ def test_the_demo_run_goes_through_the_adapter(acme, model):
     assert run["status"] == "succeeded"
     assert run["answer"] == ANSWER
     assert (run["model_route"], run["steps"]) == (f"{provider}:model-test", 4)
-    assert run["usage"] == {"prompt_tokens": 48, "completion_tokens": 20, "total_tokens": 68}
+    usage = run["usage"]
+    assert (usage["prompt_tokens"], usage["completion_tokens"], usage["total_tokens"]) == (
+        48,
+        20,
+        68,
+    )
+    assert usage["budget"]["tokens_used"] == 68  # the provider's real usage, settled
     ticket = Ticket.objects.get(tenant="acme", ticket_id=TICKET)
     assert (ticket.status, ticket.assignee_id) == ("assigned", "agent-li")
     assert Notification.objects.get(tenant="acme").recipient_id == "agent-li"

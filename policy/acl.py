@@ -1,0 +1,210 @@
+"""Casbin ACL decisions and audited edits of the Casbin lines.
+
+Edits write the line, bump the policy version and record who changed what (before, after) in
+one transaction; every process picks the change up on its next decision.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Iterable
+from typing import Any
+
+from casbin_adapter.models import CasbinRule
+from django.db import transaction
+from django.db.models import F, Q
+
+from policy.engine import Decision, current_version, get_engine
+from policy.errors import ActingUserRequired, InvalidRule, PermissionDenied
+from policy.models import PolicyChange, PolicyVersion
+
+SCOPE_PATTERN = re.compile(r"^([a-z0-9_-]+|\*):([a-z0-9_-]+|\*)$")
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.@-]{1,200}$")
+EFFECTS = ("allow", "deny")
+
+
+def decide(tenant: str, user: str, scope: str) -> Decision:
+    """One ACL decision for one access scope."""
+    return get_engine().decide(tenant, user, scope)
+
+
+def authorize_scopes(tenant: str, user: str, scopes: Iterable[str]) -> Decision:
+    """Allowed only if every scope is; returns the first refusal, else the last allowance."""
+    decision = Decision(allowed=False, scope="", reason="the tool declares no access scope")
+    for scope in scopes:
+        decision = decide(tenant, user, scope)
+        if not decision.allowed:
+            return decision
+    return decision
+
+
+def require_scope(tenant: str, user: str, scope: str) -> Decision:
+    """Raise ``PermissionDenied`` unless ``user`` holds ``scope`` in ``tenant``."""
+    if not user:
+        raise ActingUserRequired(
+            f"Name the end user you act for in the X-Harness-User header (needs {scope}).",
+            {"scope": scope},
+        )
+    decision = decide(tenant, user, scope)
+    if not decision.allowed:
+        raise PermissionDenied(
+            f"{user} may not do this in {tenant}: {decision.reason}.",
+            {"user": user, "scope": scope, "policy_version": decision.version},
+        )
+    return decision
+
+
+def add_permission(tenant: str, subject: str, scope: str, effect: str, actor: str) -> int:
+    """Let (or, with effect "deny", forbid) a user or role use a scope in a tenant."""
+    obj, act = _parse_scope(scope)
+    _check_name("subject", subject)
+    if effect not in EFFECTS:
+        raise InvalidRule(f"effect must be one of {EFFECTS}, got {effect!r}", {"effect": effect})
+    return _add_line("p", [subject, tenant, obj, act, effect], tenant, actor)
+
+
+def remove_permission(tenant: str, subject: str, scope: str, effect: str, actor: str) -> int:
+    obj, act = _parse_scope(scope)
+    return _remove_line("p", [subject, tenant, obj, act, effect], tenant, actor)
+
+
+def assign_role(tenant: str, user: str, role: str, actor: str) -> int:
+    """Give a user a role within a tenant (roles are tenant-scoped)."""
+    _check_name("user", user)
+    _check_name("role", role)
+    return _add_line("g", [user, role, tenant], tenant, actor)
+
+
+def unassign_role(tenant: str, user: str, role: str, actor: str) -> int:
+    return _remove_line("g", [user, role, tenant], tenant, actor)
+
+
+@transaction.atomic
+def save_line(pk: int | None, ptype: str, values: list[str], actor: str) -> int:
+    """The admin's edit of one Casbin line (new when ``pk`` is None), validated like the
+    API's and audited with before and after."""
+    if ptype == "p":
+        subject, tenant, obj, act, effect = (list(values) + [""] * 5)[:5]
+        _check_name("subject", subject)
+        _parse_scope(f"{obj}:{act}")
+        if effect not in EFFECTS:
+            raise InvalidRule(f"effect must be one of {EFFECTS}", {"effect": effect})
+        values = [subject, tenant, obj, act, effect]
+    elif ptype == "g":
+        user, role, tenant = (list(values) + [""] * 3)[:3]
+        _check_name("user", user)
+        _check_name("role", role)
+        values = [user, role, tenant]
+    else:
+        raise InvalidRule("ptype must be 'p' (permission) or 'g' (role)", {"ptype": ptype})
+    if not tenant:
+        raise InvalidRule("the tenant (domain) is required", {})
+    if pk is None:
+        return _add_line(ptype, values, tenant, actor)
+    line = CasbinRule.objects.select_for_update().get(pk=pk)
+    before_values = [line.v0, line.v1, line.v2, line.v3, line.v4][: len(values)]
+    before = describe_line(line.ptype, before_values)
+    line.ptype = ptype
+    for field, value in _fields(values).items():
+        setattr(line, field, value)
+    line.save()
+    return record_change(
+        tenant, actor, "update", [ptype, *values], before, describe_line(ptype, values)
+    )
+
+
+@transaction.atomic
+def delete_line(pk: int, actor: str) -> int:
+    line = CasbinRule.objects.get(pk=pk)
+    values = [line.v0, line.v1, line.v2, line.v3, line.v4]
+    values = values[:5] if line.ptype == "p" else values[:3]
+    tenant = values[1] if line.ptype == "p" else values[2]
+    return _remove_line(line.ptype, values, tenant, actor)
+
+
+def list_lines(tenant: str) -> dict[str, Any]:
+    """The tenant's permissions and role assignments, and the current policy version."""
+    lines = CasbinRule.objects.filter(Q(ptype="p", v1=tenant) | Q(ptype="g", v2=tenant)).order_by(
+        "ptype", "v0", "v1", "v2", "v3"
+    )
+    return {
+        "policy_version": current_version(),
+        "permissions": [
+            {"subject": line.v0, "scope": f"{line.v2}:{line.v3}", "effect": line.v4}
+            for line in lines
+            if line.ptype == "p"
+        ],
+        "roles": [{"user": line.v0, "role": line.v1} for line in lines if line.ptype == "g"],
+    }
+
+
+def list_changes(tenant: str, limit: int = 100) -> list[PolicyChange]:
+    return list(PolicyChange.objects.filter(tenant=tenant)[:limit])
+
+
+def describe_line(ptype: str, values: list[str]) -> dict[str, str]:
+    if ptype == "p":
+        subject, _tenant, obj, act, effect = (values + [""] * 5)[:5]
+        return {"type": "permission", "subject": subject, "scope": f"{obj}:{act}", "effect": effect}
+    user, role, _tenant = (values + [""] * 3)[:3]
+    return {"type": "role", "user": user, "role": role}
+
+
+def _parse_scope(scope: str) -> tuple[str, str]:
+    match = SCOPE_PATTERN.match(scope or "")
+    if not match:
+        raise InvalidRule(f"scope {scope!r} is not of the form object:action", {"scope": scope})
+    return match.group(1), match.group(2)
+
+
+def _check_name(field: str, value: str) -> None:
+    if not NAME_PATTERN.match(value or ""):
+        raise InvalidRule(
+            f"{field} {value!r} must be 1-200 letters, digits, '_', '.', '@' or '-'",
+            {field: value},
+        )
+
+
+def _fields(values: list[str]) -> dict[str, str]:
+    return {f"v{i}": value for i, value in enumerate(values)}
+
+
+@transaction.atomic
+def _add_line(ptype: str, values: list[str], tenant: str, actor: str) -> int:
+    """Add a line unless present; returns the policy version after the edit."""
+    _, created = CasbinRule.objects.get_or_create(ptype=ptype, **_fields(values))
+    if not created:
+        return current_version()
+    return record_change(tenant, actor, "add", [ptype, *values], None, describe_line(ptype, values))
+
+
+@transaction.atomic
+def _remove_line(ptype: str, values: list[str], tenant: str, actor: str) -> int:
+    deleted, _ = CasbinRule.objects.filter(ptype=ptype, **_fields(values)).delete()
+    if not deleted:
+        return current_version()
+    return record_change(
+        tenant, actor, "remove", [ptype, *values], describe_line(ptype, values), None
+    )
+
+
+def record_change(tenant: str, actor: str, action: str, rule: Any, before: Any, after: Any) -> int:
+    """Bump the policy version and write the audit row; call inside the edit's transaction."""
+    version = bump_version()
+    PolicyChange.objects.create(
+        tenant=tenant,
+        actor=actor,
+        action=action,
+        rule=rule,
+        before=before,
+        after=after,
+        version=version,
+    )
+    return version
+
+
+def bump_version() -> int:
+    PolicyVersion.objects.get_or_create(pk=1)
+    PolicyVersion.objects.filter(pk=1).update(version=F("version") + 1, stamp=secrets.token_hex(16))
+    return PolicyVersion.objects.get(pk=1).version

@@ -1,0 +1,45 @@
+"""Shapes of the policy API (shape only; the services check meaning)."""
+
+from rest_framework import serializers
+
+
+class PermissionSerializer(serializers.Serializer):
+    subject = serializers.CharField(max_length=200, help_text="A user or a role.")
+    scope = serializers.CharField(max_length=200, help_text="object:action, e.g. ticket:write")
+    effect = serializers.ChoiceField(choices=["allow", "deny"], default="allow")
+
+
+class RoleSerializer(serializers.Serializer):
+    user = serializers.CharField(max_length=200)
+    role = serializers.CharField(max_length=200)
+
+
+class RuleSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=100)
+    kind = serializers.ChoiceField(choices=["flow", "exclusive", "call"])
+    effect = serializers.ChoiceField(choices=["refuse", "require_approval"])
+    label = serializers.CharField(required=False, allow_blank=True, max_length=64)
+    other_label = serializers.CharField(required=False, allow_blank=True, max_length=64)
+    sink = serializers.CharField(required=False, allow_blank=True, max_length=64)
+    tool = serializers.CharField(required=False, allow_blank=True, max_length=64)
+    match = serializers.DictField(required=False)
+    description = serializers.CharField(required=False, allow_blank=True, max_length=2000)
+    enabled = serializers.BooleanField(required=False, default=True)
+    default = serializers.BooleanField(read_only=True)
+
+
+class RuleUpdateSerializer(RuleSerializer):
+    name = serializers.CharField(read_only=True)
+    kind = serializers.ChoiceField(choices=["flow", "exclusive", "call"], required=False)
+    effect = serializers.ChoiceField(choices=["refuse", "require_approval"], required=False)
+    enabled = serializers.BooleanField(required=False)
+
+
+class ChangeSerializer(serializers.Serializer):
+    version = serializers.IntegerField()
+    actor = serializers.CharField()
+    action = serializers.CharField()
+    rule = serializers.JSONField()
+    before = serializers.JSONField()
+    after = serializers.JSONField()
+    created_at = serializers.DateTimeField()

@@ -1,0 +1,142 @@
+"""The policy API for tenant admins: parse, identify the acting admin, call one service.
+
+The caller is a tenant's API client (``Authorization: Bearer hk_…``) acting for an end user
+named in the ``X-Harness-User`` header; that user must hold ``policy:admin`` in the key's
+tenant. Every edit is recorded with the actor ``<user> via api key <prefix>``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from policy import services as policy
+from policy.api.serializers import (
+    ChangeSerializer,
+    PermissionSerializer,
+    RoleSerializer,
+    RuleSerializer,
+    RuleUpdateSerializer,
+)
+
+ACTING_USER_HEADER = "X-Harness-User"
+ACTING_USER = OpenApiParameter(
+    ACTING_USER_HEADER,
+    str,
+    OpenApiParameter.HEADER,
+    required=True,
+    description="The end user the client acts for; needs policy:admin in the tenant.",
+)
+
+
+class PolicyAdminView(APIView):
+    """Base: resolves the tenant and the acting admin, and checks ``policy:admin``."""
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        super().initial(request, *args, **kwargs)
+        self.tenant = request.user.tenant.slug
+        user = request.headers.get(ACTING_USER_HEADER, "").strip()
+        policy.require_scope(self.tenant, user, policy.POLICY_ADMIN_SCOPE)
+        self.actor = f"{user} via api key {request.user.api_key.prefix}"
+
+    def edited(self, version: int, http_status: int = status.HTTP_200_OK, **data: Any) -> Response:
+        return Response({"policy_version": version, **data}, status=http_status)
+
+
+class PolicyView(PolicyAdminView):
+    @extend_schema(parameters=[ACTING_USER])
+    def get(self, request: Request) -> Response:
+        """The tenant's permissions, role assignments and rules, and the policy version."""
+        data = policy.list_lines(self.tenant)
+        data["rules"] = [rule.to_dict() for rule in policy.list_rules(self.tenant)]
+        return Response(data)
+
+
+class PermissionView(PolicyAdminView):
+    @extend_schema(request=PermissionSerializer, parameters=[ACTING_USER])
+    def post(self, request: Request) -> Response:
+        """Allow (or deny) a user or role a scope."""
+        data = _valid(PermissionSerializer, request.data)
+        version = policy.add_permission(
+            self.tenant, data["subject"], data["scope"], data["effect"], actor=self.actor
+        )
+        return self.edited(version, status.HTTP_201_CREATED, permission=data)
+
+    @extend_schema(request=PermissionSerializer, parameters=[ACTING_USER])
+    def delete(self, request: Request) -> Response:
+        data = _valid(PermissionSerializer, request.data)
+        version = policy.remove_permission(
+            self.tenant, data["subject"], data["scope"], data["effect"], actor=self.actor
+        )
+        return self.edited(version)
+
+
+class RoleView(PolicyAdminView):
+    @extend_schema(request=RoleSerializer, parameters=[ACTING_USER])
+    def post(self, request: Request) -> Response:
+        """Give a user a role in this tenant."""
+        data = _valid(RoleSerializer, request.data)
+        version = policy.assign_role(self.tenant, data["user"], data["role"], actor=self.actor)
+        return self.edited(version, status.HTTP_201_CREATED, role=data)
+
+    @extend_schema(request=RoleSerializer, parameters=[ACTING_USER])
+    def delete(self, request: Request) -> Response:
+        data = _valid(RoleSerializer, request.data)
+        version = policy.unassign_role(self.tenant, data["user"], data["role"], actor=self.actor)
+        return self.edited(version)
+
+
+class RuleListView(PolicyAdminView):
+    @extend_schema(responses=RuleSerializer(many=True), parameters=[ACTING_USER])
+    def get(self, request: Request) -> Response:
+        """The shipped defaults (``default: true``) and the tenant's chain and call rules."""
+        return Response([rule.to_dict() for rule in policy.list_rules(self.tenant)])
+
+    @extend_schema(request=RuleSerializer, responses=RuleSerializer, parameters=[ACTING_USER])
+    def post(self, request: Request) -> Response:
+        rule, version = policy.create_rule(
+            self.tenant, _valid(RuleSerializer, request.data), actor=self.actor
+        )
+        return self.edited(version, status.HTTP_201_CREATED, rule=rule.to_dict())
+
+
+class RuleDetailView(PolicyAdminView):
+    @extend_schema(responses=RuleSerializer, parameters=[ACTING_USER])
+    def get(self, request: Request, name: str) -> Response:
+        return Response(policy.get_rule(self.tenant, name).to_dict())
+
+    @extend_schema(request=RuleUpdateSerializer, parameters=[ACTING_USER])
+    def patch(self, request: Request, name: str) -> Response:
+        data = _valid(RuleUpdateSerializer, request.data, partial=True)
+        rule, version = policy.update_rule(self.tenant, name, data, actor=self.actor)
+        return self.edited(version, rule=rule.to_dict())
+
+    @extend_schema(parameters=[ACTING_USER])
+    def delete(self, request: Request, name: str) -> Response:
+        return self.edited(policy.delete_rule(self.tenant, name, actor=self.actor))
+
+
+class ChangeListView(PolicyAdminView):
+    @extend_schema(responses=ChangeSerializer(many=True), parameters=[ACTING_USER])
+    def get(self, request: Request) -> Response:
+        """The tenant's last 100 policy edits: who, when, before, after, version."""
+        return Response(ChangeSerializer(policy.list_changes(self.tenant), many=True).data)
+
+
+class BudgetView(PolicyAdminView):
+    @extend_schema(parameters=[ACTING_USER])
+    def get(self, request: Request) -> Response:
+        """Today's spend of the tenant and its limits."""
+        limits = policy.tenant_limits(self.tenant)
+        return Response({"today": policy.tenant_day_usage(self.tenant), "limits": limits.__dict__})
+
+
+def _valid(serializer_class: type, data: Any, partial: bool = False) -> dict[str, Any]:
+    body = serializer_class(data=data, partial=partial)
+    body.is_valid(raise_exception=True)
+    return dict(body.validated_data)

@@ -1,0 +1,177 @@
+"""Human approvals of tool calls.
+
+A call that needs approval is held: a ``ToolApproval`` row keeps its exact arguments, their
+SHA-256, the rule that asked for it, the policy version and an expiry. An approver (anyone the
+tenant's Casbin policy grants ``approval:decide``) approves or denies it, naming the hash of
+the arguments they saw: a decision binds to those arguments and no others. No decision before
+the expiry means deny (``expire_approvals``, run by Celery beat).
+
+Each decision sends ``approval_decided`` after its transaction commits; the harness listens to
+resume the run (this app does not know about runs).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.dispatch import Signal
+from django.utils import timezone
+
+from policy.acl import require_scope
+from policy.errors import (
+    ApprovalAlreadyDecided,
+    ApprovalArgumentsMismatch,
+    ApprovalNotFound,
+)
+from policy.models import ApprovalStatus, ToolApproval
+
+APPROVER_SCOPE = "approval:decide"
+
+# Sent with ``approval_id`` once a decision (approve, deny or expiry) is committed.
+approval_decided = Signal()
+
+
+def hash_arguments(arguments: dict[str, Any]) -> str:
+    """SHA-256 of the arguments in canonical JSON (sorted keys, no spaces, UTF-8)."""
+    canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def find_approval(run_id: str, call_id: str) -> ToolApproval | None:
+    return ToolApproval.objects.filter(run_id=run_id, call_id=call_id).first()
+
+
+def hold_for_approval(
+    *,
+    tenant: str,
+    run_id: str,
+    call_id: str,
+    tool: str,
+    user_id: str,
+    arguments: dict[str, Any],
+    rule: str,
+    reason: str,
+    policy_version: int,
+    display_arguments: dict[str, Any] | None = None,
+) -> ToolApproval:
+    """Persist a pending approval for this call (once; a repeat returns the first row).
+
+    The row shows ``display_arguments`` (the caller's masked copy) when given; the decision
+    binds to the SHA-256 of the exact ``arguments``.
+    """
+    approval, _ = ToolApproval.objects.get_or_create(
+        run_id=run_id,
+        call_id=call_id,
+        defaults={
+            "tenant": tenant,
+            "tool": tool,
+            "user_id": user_id,
+            "arguments": arguments if display_arguments is None else display_arguments,
+            "arguments_sha256": hash_arguments(arguments),
+            "rule": rule,
+            "reason": reason,
+            "policy_version": policy_version,
+            "expires_at": timezone.now() + timedelta(seconds=settings.HARNESS_APPROVAL_TTL_S),
+        },
+    )
+    return approval
+
+
+def decide_approval(
+    *,
+    tenant: str,
+    run_id: str,
+    call_id: str,
+    approver: str,
+    approve: bool,
+    arguments_sha256: str,
+    comment: str = "",
+) -> ToolApproval:
+    """Approve or deny a held call, for the exact arguments whose hash the approver names.
+
+    Raises ``PermissionDenied`` (no ``approval:decide``), ``ApprovalNotFound``,
+    ``ApprovalArgumentsMismatch`` or ``ApprovalAlreadyDecided`` (also when it just expired).
+    Side effect: ``approval_decided`` after commit.
+    """
+    require_scope(tenant, approver, APPROVER_SCOPE)
+    return _decide(tenant, run_id, call_id, approver, approve, arguments_sha256, comment)
+
+
+def _decide(
+    tenant: str,
+    run_id: str,
+    call_id: str,
+    approver: str,
+    approve: bool,
+    arguments_sha256: str,
+    comment: str,
+) -> ToolApproval:
+    approval = ToolApproval.objects.filter(tenant=tenant, run_id=run_id, call_id=call_id).first()
+    if approval is None:
+        raise ApprovalNotFound(
+            f"No approval for call {call_id} in run {run_id}.",
+            {"run_id": run_id, "call_id": call_id},
+        )
+    if approval.status == ApprovalStatus.PENDING and approval.expires_at <= timezone.now():
+        expire_approvals()
+        approval.refresh_from_db()
+    if approval.status != ApprovalStatus.PENDING:
+        raise ApprovalAlreadyDecided(
+            f"The call was already {approval.status} by {approval.decided_by}.",
+            {"status": approval.status, "decided_by": approval.decided_by},
+        )
+    if arguments_sha256 != approval.arguments_sha256:
+        raise ApprovalArgumentsMismatch(
+            "The arguments you decided on are not the ones held for approval.",
+            {"expected_sha256": approval.arguments_sha256, "received_sha256": arguments_sha256},
+        )
+    status = ApprovalStatus.APPROVED if approve else ApprovalStatus.DENIED
+    if not _close(approval.pk, status, approver, comment, timezone.now()):
+        approval.refresh_from_db()
+        raise ApprovalAlreadyDecided(
+            f"The call was already {approval.status} by {approval.decided_by}.",
+            {"status": approval.status, "decided_by": approval.decided_by},
+        )
+    approval.refresh_from_db()
+    return approval
+
+
+def expire_approvals() -> int:
+    """Deny every pending approval past its expiry; returns how many. Idempotent."""
+    now = timezone.now()
+    expired = 0
+    for pk in ToolApproval.objects.filter(
+        status=ApprovalStatus.PENDING, expires_at__lte=now
+    ).values_list("pk", flat=True):
+        expired += _close(pk, ApprovalStatus.EXPIRED, "expiry", "no decision in time", now)
+    return expired
+
+
+def _close(pk: int, status: str, by: str, comment: str, now: datetime) -> int:
+    """Conditional pending → decided; exactly one closer wins, and only it signals."""
+    with transaction.atomic():
+        closed = ToolApproval.objects.filter(pk=pk, status=ApprovalStatus.PENDING).update(
+            status=status, decided_by=by, decided_at=now, comment=comment
+        )
+        if closed:
+            transaction.on_commit(
+                lambda: approval_decided.send(sender=ToolApproval, approval_id=pk)
+            )
+    return closed
+
+
+def list_approvals(tenant: str, run_id: str) -> list[ToolApproval]:
+    return list(ToolApproval.objects.filter(tenant=tenant, run_id=run_id).order_by("created_at"))
+
+
+def has_pending_approvals(run_id: str) -> bool:
+    return ToolApproval.objects.filter(run_id=run_id, status=ApprovalStatus.PENDING).exists()
+
+
+def get_approval(approval_id: int) -> ToolApproval:
+    return ToolApproval.objects.get(pk=approval_id)

@@ -1,0 +1,413 @@
+"""The budget ledger: tokens, cost, tool calls and wall time, per run and per tenant-day.
+
+Each model call reserves from an estimate before it is sent (prompt estimate plus
+``HARNESS_COMPLETION_RESERVE_TOKENS`` for the answer) and settles with the real usage after.
+A reservation is a conditional ``UPDATE … SET reserved = reserved + n WHERE used + reserved +
+n <= limit`` on the tenant-day row, then on the run row, in one transaction: PostgreSQL
+re-checks the condition under the row lock, SQLite serialises writers, so concurrent runs
+(and processes) can never both take the last tokens. A call is only sent with a reservation
+granted, so spend exceeds a limit only by what a call uses beyond its own reservation: at most
+one reservation's worth while answers stay within the completion reserve.
+
+Rows are always locked tenant-day first, then run, so concurrent runs cannot deadlock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from policy.errors import BudgetAboveMaximum, TenantBudgetExhausted
+from policy.models import BudgetLedger
+
+if TYPE_CHECKING:
+    from policy.limits import LimitValues
+
+MICROS_PER_USD = 1_000_000
+
+
+def usd_to_micros(value: Any) -> int | None:
+    """USD (Decimal, float, str) to integer micro-USD; empty or zero means no limit."""
+    if value in (None, "", 0):
+        return None
+    micros = int(Decimal(str(value)) * MICROS_PER_USD)
+    return micros or None
+
+
+def micros_to_usd(micros: int | None) -> float | None:
+    return None if micros is None else round(micros / MICROS_PER_USD, 6)
+
+
+# --- per-run budgets -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunBudget:
+    """A run's limits; ``None`` means unlimited."""
+
+    max_tokens: int | None = None
+    max_cost_micros: int | None = None
+    max_tool_calls: int | None = None
+    max_calls_per_tool: int | None = None
+    deadline_s: float | None = None
+
+
+REQUEST_KEYS = ("max_tokens", "max_cost_usd", "max_tool_calls", "max_calls_per_tool")
+
+
+def resolve_run_budget(
+    agent: RunBudget, requested: dict[str, Any] | None, limits: LimitValues
+) -> RunBudget:
+    """The agent's limits, lowered or raised by the request, never above the tenant's maximum.
+
+    A request above the maximum is refused (``budget_above_maximum``); an agent default above
+    it is capped silently.
+    """
+    requested = requested or {}
+    ceilings = {
+        "max_tokens": limits.max_tokens_per_run,
+        "max_cost_usd": limits.max_cost_per_run_micros,
+        "max_tool_calls": limits.max_tool_calls_per_run,
+        "max_calls_per_tool": limits.max_tool_calls_per_run,
+    }
+    defaults = {
+        "max_tokens": agent.max_tokens,
+        "max_cost_usd": agent.max_cost_micros,
+        "max_tool_calls": agent.max_tool_calls,
+        "max_calls_per_tool": agent.max_calls_per_tool,
+    }
+    values: dict[str, int | None] = {}
+    for key in REQUEST_KEYS:
+        ceiling = ceilings[key]
+        if requested.get(key) is not None:
+            value = usd_to_micros(requested[key]) if key == "max_cost_usd" else int(requested[key])
+            if ceiling is not None and (value is None or value > ceiling):
+                shown = micros_to_usd(ceiling) if key == "max_cost_usd" else ceiling
+                raise BudgetAboveMaximum(
+                    f"budget.{key} may be at most {shown} for this tenant.",
+                    {"field": key, "maximum": shown, "requested": requested[key]},
+                )
+        else:
+            value = defaults[key]
+            if ceiling is not None:
+                value = ceiling if value is None else min(value, ceiling)
+        values[key] = value
+    return RunBudget(
+        max_tokens=values["max_tokens"],
+        max_cost_micros=values["max_cost_usd"],
+        max_tool_calls=values["max_tool_calls"],
+        max_calls_per_tool=values["max_calls_per_tool"],
+        deadline_s=agent.deadline_s,
+    )
+
+
+def open_run_budget(tenant: str, run_id: str, run_budget: RunBudget) -> None:
+    """Create the run's ledger row with its limits (call in the run's creating transaction)."""
+    BudgetLedger.objects.create(
+        key=_run_key(run_id),
+        tenant=tenant,
+        run_id=run_id,
+        tokens_limit=run_budget.max_tokens,
+        cost_limit_micros=run_budget.max_cost_micros,
+        tool_calls_limit=run_budget.max_tool_calls,
+        calls_per_tool_limit=run_budget.max_calls_per_tool,
+        wall_time_limit_ms=(
+            int(run_budget.deadline_s * 1000) if run_budget.deadline_s is not None else None
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class Reservation:
+    run_key: str
+    day_key: str
+    tokens: int
+    cost_micros: int
+
+
+@dataclass(frozen=True)
+class BudgetStop:
+    """Why a model call may not be sent: ``kind`` is tokens, cost or wall_time."""
+
+    kind: str
+    scope: str
+    message: str
+
+
+class _Refused(Exception):
+    def __init__(self, stop: BudgetStop) -> None:
+        self.stop = stop
+
+
+def reserve_model_call(
+    tenant: str,
+    run_id: str,
+    tokens: int,
+    cost: int,
+    segment_elapsed_ms: int,
+    limits: LimitValues,
+) -> Reservation | BudgetStop:
+    """Reserve ``tokens`` and ``cost`` (micro-USD, estimated by the caller, who knows the
+    route's price) for one model call, or say which budget is spent."""
+    run_key, day_key = _run_key(run_id), _day_key(tenant)
+    run_row = BudgetLedger.objects.filter(key=run_key).first()
+    if run_row is None:  # a run queued before budgets existed: no per-run limits
+        run_row, _ = BudgetLedger.objects.get_or_create(
+            key=run_key, defaults={"tenant": tenant, "run_id": run_id}
+        )
+    if (
+        run_row.wall_time_limit_ms is not None
+        and run_row.wall_time_ms + segment_elapsed_ms >= run_row.wall_time_limit_ms
+    ):
+        return BudgetStop(
+            "wall_time",
+            "run",
+            f"The run used its wall-time limit of {run_row.wall_time_limit_ms / 1000:g} s.",
+        )
+    _ensure_day_row(tenant)
+    try:
+        with transaction.atomic():
+            day = BudgetLedger.objects.filter(key=day_key)
+            granted = day.filter(
+                _room("tokens", limits.daily_tokens, tokens),
+                _room("cost", limits.daily_cost_micros, cost),
+            ).update(
+                tokens_reserved=F("tokens_reserved") + tokens,
+                cost_reserved_micros=F("cost_reserved_micros") + cost,
+                model_calls=F("model_calls") + 1,
+                tokens_limit=limits.daily_tokens,
+                cost_limit_micros=limits.daily_cost_micros,
+                updated_at=timezone.now(),
+            )
+            if not granted:
+                raise _Refused(_tenant_stop(tenant, day_key, limits, tokens, cost))
+            granted = (
+                BudgetLedger.objects.filter(key=run_key)
+                .filter(_room_of_row("tokens", tokens), _room_of_row("cost", cost))
+                .update(
+                    tokens_reserved=F("tokens_reserved") + tokens,
+                    cost_reserved_micros=F("cost_reserved_micros") + cost,
+                    model_calls=F("model_calls") + 1,
+                    updated_at=timezone.now(),
+                )
+            )
+            if not granted:
+                raise _Refused(_run_stop(run_key, tokens, cost))
+    except _Refused as refused:
+        return refused.stop
+    return Reservation(run_key=run_key, day_key=day_key, tokens=tokens, cost_micros=cost)
+
+
+def settle_model_call(reservation: Reservation, tokens: int, cost: int) -> int:
+    """Replace a reservation with the real usage (``cost`` in micro-USD); returns the cost."""
+    _move(reservation, tokens, cost)
+    return cost
+
+
+def cancel_reservation(reservation: Reservation) -> None:
+    """Give a reservation back (the call was never answered)."""
+    _move(reservation, 0, 0)
+
+
+def _move(reservation: Reservation, tokens: int, cost: int) -> None:
+    with transaction.atomic():
+        for key in (reservation.day_key, reservation.run_key):
+            BudgetLedger.objects.filter(key=key).update(
+                tokens_reserved=F("tokens_reserved") - reservation.tokens,
+                tokens_used=F("tokens_used") + tokens,
+                cost_reserved_micros=F("cost_reserved_micros") - reservation.cost_micros,
+                cost_used_micros=F("cost_used_micros") + cost,
+                updated_at=timezone.now(),
+            )
+
+
+def charge_tool_call(tenant: str, run_id: str, daily_limit: int | None) -> bool:
+    """Count one tool call for the tenant's day (refused past its limit) and the run."""
+    day_key = _ensure_day_row(tenant)
+    with transaction.atomic():
+        day = BudgetLedger.objects.filter(key=day_key)
+        if daily_limit is not None:
+            day = day.filter(tool_calls_used__lt=daily_limit)
+        if not day.update(
+            tool_calls_used=F("tool_calls_used") + 1,
+            tool_calls_limit=daily_limit,
+            updated_at=timezone.now(),
+        ):
+            return False
+        BudgetLedger.objects.filter(key=_run_key(run_id)).update(
+            tool_calls_used=F("tool_calls_used") + 1, updated_at=timezone.now()
+        )
+    return True
+
+
+@dataclass(frozen=True)
+class ToolLimits:
+    tool_calls_limit: int | None = None
+    calls_per_tool_limit: int | None = None
+
+
+def run_tool_limits(run_id: str) -> ToolLimits:
+    row = (
+        BudgetLedger.objects.filter(key=_run_key(run_id))
+        .values("tool_calls_limit", "calls_per_tool_limit")
+        .first()
+    )
+    return ToolLimits(**row) if row else ToolLimits()
+
+
+def add_wall_time(tenant: str, run_id: str, elapsed_ms: int) -> None:
+    """Add one driven segment of a run (approval waits are not counted) to its wall time."""
+    day_key = _ensure_day_row(tenant)
+    BudgetLedger.objects.filter(key__in=[day_key, _run_key(run_id)]).update(
+        wall_time_ms=F("wall_time_ms") + max(0, elapsed_ms), updated_at=timezone.now()
+    )
+
+
+def check_tenant_day(tenant: str, limits: LimitValues) -> None:
+    """Raise ``TenantBudgetExhausted`` (retry at midnight UTC) when today's budget is spent:
+    for tokens, when what is left could not pay for one model call's answer reserve."""
+    row = BudgetLedger.objects.filter(key=_day_key(tenant)).first()
+    if row is None:
+        return
+    least_call = settings.HARNESS_COMPLETION_RESERVE_TOKENS
+    spent = [
+        (name, used, limit)
+        for name, used, limit in (
+            ("tokens", row.tokens_used + row.tokens_reserved + least_call, limits.daily_tokens),
+            (
+                "cost_micros",
+                row.cost_used_micros + row.cost_reserved_micros,
+                limits.daily_cost_micros,
+            ),
+            ("tool_calls", row.tool_calls_used, limits.daily_tool_calls),
+        )
+        if limit is not None and used >= limit
+    ]
+    if spent:
+        name, used, limit = spent[0]
+        raise TenantBudgetExhausted(
+            f"Tenant {tenant} has spent its daily {name.replace('_micros', '')} budget.",
+            _seconds_to_midnight(),
+            {"budget": name, "used": used, "limit": limit},
+        )
+
+
+def run_usage(run_id: str) -> dict[str, Any] | None:
+    row = BudgetLedger.objects.filter(key=_run_key(run_id)).first()
+    return _usage(row) if row else None
+
+
+def tenant_day_usage(tenant: str) -> dict[str, Any]:
+    row = BudgetLedger.objects.filter(key=_day_key(tenant)).first()
+    usage = _usage(row) if row else _usage(BudgetLedger(key=_day_key(tenant), tenant=tenant))
+    return {"day": timezone.now().date().isoformat()} | usage
+
+
+def _usage(row: BudgetLedger) -> dict[str, Any]:
+    return {
+        "tokens_used": row.tokens_used,
+        "tokens_reserved": row.tokens_reserved,
+        "tokens_limit": row.tokens_limit,
+        "cost_usd": micros_to_usd(row.cost_used_micros),
+        "cost_limit_usd": micros_to_usd(row.cost_limit_micros),
+        "model_calls": row.model_calls,
+        "tool_calls": row.tool_calls_used,
+        "tool_calls_limit": row.tool_calls_limit,
+        "calls_per_tool_limit": row.calls_per_tool_limit,
+        "wall_time_s": round(row.wall_time_ms / 1000, 3),
+        "wall_time_limit_s": (
+            row.wall_time_limit_ms / 1000 if row.wall_time_limit_ms is not None else None
+        ),
+    }
+
+
+def _room(kind: str, limit: int | None, amount: int) -> Q:
+    if limit is None:
+        return Q()
+    used, reserved = _columns(kind)
+    return Q(**{f"{used}__lte": limit - amount - F(reserved)})
+
+
+def _room_of_row(kind: str, amount: int) -> Q:
+    used, reserved = _columns(kind)
+    limit = "tokens_limit" if kind == "tokens" else "cost_limit_micros"
+    return Q(**{f"{limit}__isnull": True}) | Q(**{f"{limit}__gte": F(used) + F(reserved) + amount})
+
+
+def _columns(kind: str) -> tuple[str, str]:
+    if kind == "tokens":
+        return "tokens_used", "tokens_reserved"
+    return "cost_used_micros", "cost_reserved_micros"
+
+
+def _tenant_stop(
+    tenant: str, day_key: str, limits: LimitValues, tokens: int, cost: int
+) -> BudgetStop:
+    row = BudgetLedger.objects.get(key=day_key)
+    if limits.daily_tokens is not None and (
+        row.tokens_used + row.tokens_reserved + tokens > limits.daily_tokens
+    ):
+        return BudgetStop(
+            "tokens",
+            "tenant",
+            f"Tenant {tenant} has used its daily token budget: {row.tokens_used} of "
+            f"{limits.daily_tokens} tokens spent today ({row.tokens_reserved} reserved by "
+            f"calls in flight), and the next model call needs up to {tokens}.",
+        )
+    return BudgetStop(
+        "cost",
+        "tenant",
+        f"Tenant {tenant} has used its daily cost budget: "
+        f"{micros_to_usd(row.cost_used_micros)} of {micros_to_usd(limits.daily_cost_micros)} "
+        f"USD spent today, and the next model call may cost up to {micros_to_usd(cost)} USD.",
+    )
+
+
+def _run_stop(run_key: str, tokens: int, cost: int) -> BudgetStop:
+    row = BudgetLedger.objects.get(key=run_key)
+    if row.tokens_limit is not None and (
+        row.tokens_used + row.tokens_reserved + tokens > row.tokens_limit
+    ):
+        return BudgetStop(
+            "tokens",
+            "run",
+            f"The run has used its token budget: {row.tokens_used} of {row.tokens_limit} "
+            f"tokens spent, and the next model call needs up to {tokens}.",
+        )
+    return BudgetStop(
+        "cost",
+        "run",
+        f"The run has used its cost budget: {micros_to_usd(row.cost_used_micros)} of "
+        f"{micros_to_usd(row.cost_limit_micros)} USD spent, and the next model call may cost "
+        f"up to {micros_to_usd(cost)} USD.",
+    )
+
+
+def _run_key(run_id: str) -> str:
+    return f"run:{run_id}"
+
+
+def _day_key(tenant: str) -> str:
+    return f"tenant:{tenant}:{timezone.now().date().isoformat()}"
+
+
+def _ensure_day_row(tenant: str) -> str:
+    key = _day_key(tenant)
+    if not BudgetLedger.objects.filter(key=key).exists():
+        BudgetLedger.objects.get_or_create(
+            key=key, defaults={"tenant": tenant, "day": timezone.now().date()}
+        )
+    return key
+
+
+def _seconds_to_midnight() -> float:
+    now = timezone.now()
+    midnight = datetime.combine(now.date() + timedelta(days=1), datetime.min.time(), now.tzinfo)
+    return (midnight - now).total_seconds()

@@ -1,0 +1,274 @@
+"""Human approvals: a held call pauses the run, an approver decides for the exact arguments,
+the run resumes (``resume_run`` is what the ``harness.resume_run`` task calls), expiry denies."""
+
+import hashlib
+import json
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+from django.utils import timezone
+
+from harness.models import Run
+from harness.services import resume_run
+from policy.models import ToolApproval
+from policy.services import expire_approvals
+from tests.policy.runs import (
+    TICKET,
+    call,
+    calls,
+    proposed_calls,
+    scripted_agent,
+    spans_of,
+    start,
+    tool_results,
+)
+from tools.demo.models import Notification, Ticket
+from traces.services import seal, unseal
+
+OTHER_TICKET = "T-20250320-011"
+ESCALATION = {"ticket_id": TICKET, "action": "escalate", "escalate_reason": "charged twice"}
+
+
+def paused_run(client, agent_dir, responses, **agent):
+    response = start(client, scripted_agent(agent_dir, responses, **agent))
+    assert response.status_code == 202, response.content
+    return response.json()
+
+
+def approvals_of(client, run):
+    return {a["call_id"]: a for a in client.get(run["links"]["approvals"]).json()}
+
+
+def decide(client, run, call_id, decision, user="alice", sha256=None, **extra):
+    sha256 = sha256 or approvals_of(client, run)[call_id]["arguments_sha256"]
+    return client.post(
+        f"/api/v1/runs/{run['id']}/approvals/{call_id}",
+        {"decision": decision, "arguments_sha256": sha256} | extra,
+        **({"X-Harness-User": user} if user else {}),
+    )
+
+
+def test_an_escalation_pauses_the_run_and_the_sync_api_answers_202(acme, agent_dir):
+    response = start(
+        acme, scripted_agent(agent_dir, [call("update_ticket", **ESCALATION), {"text": "ok"}])
+    )
+
+    assert response.status_code == 202
+    run = response.json()
+    assert run["status"] == "awaiting_approval"
+    assert "update_ticket (call call_1_1, rule default-escalation-approval)" in run["status_detail"]
+    [approval] = approvals_of(acme, run).values()
+    assert approval["arguments"] == ESCALATION
+    canonical = json.dumps(ESCALATION, sort_keys=True, separators=(",", ":"))
+    assert approval["arguments_sha256"] == hashlib.sha256(canonical.encode()).hexdigest()
+    assert approval["status"] == "pending"
+    assert approval["policy_version"] > 0
+    assert approval["expires_at"] > timezone.now().isoformat()
+    [held] = spans_of(acme, run, "policy_check")[1:]
+    assert held["attributes"]["check"] == "approval"
+    assert held["attributes"]["held"] is True
+    assert Ticket.objects.get(tenant="acme", ticket_id=TICKET).status == "open"
+
+
+def test_an_approved_call_runs_on_resume_and_is_not_proposed_to_the_model_again(acme, agent_dir):
+    run = paused_run(
+        acme, agent_dir, [call("update_ticket", **ESCALATION), {"text": "Escalated it."}]
+    )
+
+    response = decide(acme, run, "call_1_1", "approve", comment="fine")
+
+    assert response.status_code == 200
+    assert response.json()["status"] == "queued"
+    finished = resume_run(run["id"])
+    assert finished.status == "succeeded"
+    assert finished.answer == "Escalated it."
+    assert Ticket.objects.get(tenant="acme", ticket_id=TICKET).status == "escalated"
+    assert proposed_calls(run["id"]) == ["update_ticket"]
+    [approval] = spans_of(acme, run, "approval")
+    assert approval["status"] == "ok"
+    assert approval["attributes"]["decision"] == "approved"
+    assert approval["attributes"]["decided_by"] == "alice"
+    assert [s["name"] for s in spans_of(acme, run, "tool_call")] == ["update_ticket"]
+
+
+def test_a_denied_call_reaches_the_model_as_a_tool_error(acme, agent_dir):
+    run = paused_run(
+        acme, agent_dir, [call("update_ticket", **ESCALATION), {"text": "It was denied."}]
+    )
+
+    decide(acme, run, "call_1_1", "deny", comment="not yet")
+    finished = resume_run(run["id"])
+
+    assert finished.status == "succeeded"
+    [result] = tool_results(run["id"])
+    assert result["error"]["code"] == "approval_denied"
+    assert "alice denied it (not yet)" in result["error"]["message"]
+    assert Ticket.objects.get(tenant="acme", ticket_id=TICKET).status == "open"
+    [approval] = spans_of(acme, run, "approval")
+    assert (approval["status"], approval["attributes"]["decision"]) == ("refused", "denied")
+
+
+def test_a_decision_binds_to_the_exact_arguments(acme, agent_dir):
+    run = paused_run(acme, agent_dir, [call("update_ticket", **ESCALATION)])
+    other = hashlib.sha256(b'{"action":"escalate","ticket_id":"T-20250320-011"}').hexdigest()
+
+    response = decide(acme, run, "call_1_1", "approve", sha256=other)
+
+    assert response.status_code == 409
+    assert response.json()["error"]["code"] == "approval_arguments_mismatch"
+    assert ToolApproval.objects.get().status == "pending"
+
+
+def test_a_call_approved_for_other_arguments_is_refused_on_resume(acme, agent_dir):
+    run = paused_run(acme, agent_dir, [call("update_ticket", **ESCALATION), {"text": "ok"}])
+    decide(acme, run, "call_1_1", "approve")
+    # The checkpoint's arguments (the sealed working copy) no longer match what was approved.
+    state = unseal(Run.objects.get(id=run["id"]).sealed)
+    state["messages"][-1]["tool_calls"][0]["arguments"]["escalate_reason"] = "something else"
+    Run.objects.filter(id=run["id"]).update(sealed=seal(state))
+
+    resume_run(run["id"])
+
+    [result] = tool_results(run["id"])
+    assert result["error"]["code"] == "approval_denied"
+    assert "differ from the approved ones" in result["error"]["message"]
+    assert Ticket.objects.get(tenant="acme", ticket_id=TICKET).status == "open"
+
+
+def test_only_users_with_approval_decide_may_decide(acme, agent_dir):
+    run = paused_run(acme, agent_dir, [call("update_ticket", **ESCALATION)])
+
+    by_member = decide(acme, run, "call_1_1", "approve", user="bob")
+    anonymous = decide(acme, run, "call_1_1", "approve", user="")
+
+    assert by_member.status_code == 403
+    assert by_member.json()["error"]["code"] == "permission_denied"
+    assert anonymous.status_code == 400
+    assert anonymous.json()["error"]["code"] == "acting_user_required"
+    assert ToolApproval.objects.get().status == "pending"
+
+
+def test_another_tenant_cannot_see_or_decide_a_runs_approvals(acme, globex, agent_dir):
+    run = paused_run(acme, agent_dir, [call("update_ticket", **ESCALATION)])
+
+    listing = globex.get(run["links"]["approvals"])
+    decision = decide(globex, run, "call_1_1", "approve", user="charlie", sha256="0" * 64)
+
+    assert listing.status_code == decision.status_code == 404
+    assert decision.json()["error"]["code"] == "run_not_found"
+
+
+def test_a_call_is_decided_once(acme, agent_dir):
+    run = paused_run(acme, agent_dir, [call("update_ticket", **ESCALATION)])
+    decide(acme, run, "call_1_1", "deny")
+
+    again = decide(acme, run, "call_1_1", "approve")
+
+    assert again.status_code == 409
+    assert again.json()["error"]["code"] == "approval_already_decided"
+
+
+def test_no_decision_before_the_expiry_means_deny(acme, agent_dir):
+    run = paused_run(acme, agent_dir, [call("update_ticket", **ESCALATION), {"text": "ok"}])
+    ToolApproval.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
+
+    assert expire_approvals() == 1
+    assert Run.objects.get(id=run["id"]).status == "queued"
+    late = decide(acme, run, "call_1_1", "approve")
+    resume_run(run["id"])
+
+    assert late.status_code == 409
+    [result] = tool_results(run["id"])
+    assert result["error"]["code"] == "approval_denied"
+    assert "expired" in result["error"]["message"]
+    [span] = spans_of(acme, run, "approval")
+    assert (span["attributes"]["decision"], span["attributes"]["decided_by"]) == (
+        "expired",
+        "expiry",
+    )
+
+
+def test_parallel_calls_needing_approval_are_decided_separately(acme, agent_dir):
+    second = ESCALATION | {"ticket_id": OTHER_TICKET}
+    run = paused_run(
+        acme,
+        agent_dir,
+        [calls(("update_ticket", ESCALATION), ("update_ticket", second)), {"text": "ok"}],
+    )
+    assert set(approvals_of(acme, run)) == {"call_1_1", "call_1_2"}
+
+    decide(acme, run, "call_1_1", "approve")
+    assert Run.objects.get(id=run["id"]).status == "awaiting_approval"
+    decide(acme, run, "call_1_2", "deny")
+    resume_run(run["id"])
+
+    first, other = tool_results(run["id"])
+    assert first["ok"] is True
+    assert first["result"]["ticket_id"] == TICKET
+    assert other["error"]["code"] == "approval_denied"
+    assert Ticket.objects.get(tenant="acme", ticket_id=TICKET).status == "escalated"
+    assert Ticket.objects.get(tenant="acme", ticket_id=OTHER_TICKET).status == "assigned"
+
+
+def test_results_keep_the_models_order_when_a_later_call_ran_before_the_decision(acme, agent_dir):
+    notify = {"user_id": "agent-li", "message": "escalating"}
+    run = paused_run(
+        acme,
+        agent_dir,
+        [calls(("update_ticket", ESCALATION), ("notify_user", notify)), {"text": "ok"}],
+    )
+    assert Notification.objects.count() == 1  # ran at once: it needs no approval
+
+    decide(acme, run, "call_1_1", "approve")
+    resume_run(run["id"])
+
+    messages = Run.objects.get(id=run["id"]).messages
+    assert [m.get("tool_call_id") for m in messages if m["role"] == "tool"] == [
+        "call_1_1",
+        "call_1_2",
+    ]
+    assert Notification.objects.count() == 1
+
+
+@pytest.fixture
+def confirmed_tool(tmp_path, settings):
+    """A tool whose file says every call needs approval."""
+    folder = tmp_path / "tools"
+    folder.mkdir()
+    spec = json.loads((settings.BASE_DIR / "tools/definitions/notify_user.json").read_text())
+    spec |= {"name": "notify_user_confirmed", "approval": "always"}
+    (folder / "notify_user_confirmed.json").write_text(json.dumps(spec))
+    settings.HARNESS_TOOL_DIRS = [*settings.HARNESS_TOOL_DIRS, folder]
+    return spec["name"]
+
+
+def test_a_tool_declared_approval_always_is_held_for_every_call(acme, agent_dir, confirmed_tool):
+    run = paused_run(
+        acme,
+        agent_dir,
+        [call(confirmed_tool, user_id="agent-li", message="hi")],
+        tools=[confirmed_tool],
+    )
+
+    [approval] = approvals_of(acme, run).values()
+    assert approval["rule"] == "tool-approval-always"
+    assert Notification.objects.count() == 0
+
+
+def test_an_operator_with_approval_decide_approves_in_the_admin(acme, agent_dir):
+    run = paused_run(acme, agent_dir, [call("update_ticket", **ESCALATION), {"text": "ok"}])
+    operator = Client()
+    operator.force_login(get_user_model().objects.get(username="admin"))
+    approval = ToolApproval.objects.get()
+
+    response = operator.post(
+        "/admin/policy/toolapproval/",
+        {"action": "approve", "_selected_action": [approval.pk]},
+    )
+
+    assert response.status_code == 302
+    approval.refresh_from_db()
+    assert (approval.status, approval.decided_by) == ("approved", "admin")
+    assert Run.objects.get(id=run["id"]).status == "queued"

@@ -1,0 +1,133 @@
+"""The budget ledger: per-run and per-tenant-day tokens, cost, tool calls and wall time."""
+
+from harness.models import Run
+from harness.services import resume_run
+from policy.models import BudgetLedger, TenantLimits, ToolApproval
+from tests.policy.runs import TICKET, call, scripted_agent, start, tool_results
+
+# Distinct calls (search limits 1..n), so the repeated-call guard stays out of the way.
+LOOKUPS = [call("search_tickets", limit=n + 1) for n in range(12)] + [{"text": "done"}]
+
+
+def test_a_run_that_spends_its_token_budget_ends_as_budget_exceeded_saying_so(acme, agent_dir):
+    response = start(acme, scripted_agent(agent_dir, LOOKUPS, max_tokens_per_run=3000))
+
+    assert response.status_code == 200
+    run = response.json()
+    assert run["status"] == "budget_exceeded"
+    assert run["answer"].startswith("The run stopped before finishing. The run has used its token")
+    assert "of 3000 tokens spent" in run["answer"]
+    budget = run["usage"]["budget"]
+    assert budget["tokens_limit"] == 3000
+    assert budget["tokens_used"] == run["usage"]["total_tokens"] <= 3000
+    assert budget["tokens_reserved"] == 0
+    assert budget["model_calls"] == run["steps"] >= 2
+
+
+def test_a_request_may_lower_the_agents_token_budget(acme, agent_dir):
+    agent = scripted_agent(agent_dir, LOOKUPS, max_tokens_per_run=100_000)
+
+    run = start(acme, agent, budget={"max_tokens": 2500}).json()
+
+    assert run["status"] == "budget_exceeded"
+    assert run["usage"]["budget"]["tokens_limit"] == 2500
+
+
+def test_a_request_may_raise_it_up_to_the_tenant_maximum_and_no_further(acme, agent_dir):
+    TenantLimits.objects.create(tenant="acme", max_tokens_per_run=5000)
+    agent = scripted_agent(agent_dir, LOOKUPS, max_tokens_per_run=3000)
+
+    raised = start(acme, agent, budget={"max_tokens": 5000})
+    too_high = start(acme, agent, budget={"max_tokens": 5001})
+
+    assert raised.json()["usage"]["budget"]["tokens_limit"] == 5000
+    assert too_high.status_code == 400
+    assert too_high.json()["error"]["code"] == "budget_above_maximum"
+    assert too_high.json()["error"]["details"]["maximum"] == 5000
+    assert Run.objects.count() == 1
+
+
+def test_an_agent_budget_above_the_tenant_maximum_is_capped(acme, agent_dir):
+    TenantLimits.objects.create(tenant="acme", max_tokens_per_run=2000)
+
+    run = start(acme, scripted_agent(agent_dir, LOOKUPS, max_tokens_per_run=50_000)).json()
+
+    assert run["usage"]["budget"]["tokens_limit"] == 2000
+    assert run["status"] == "budget_exceeded"
+
+
+def test_the_tenants_daily_budget_stops_runs_and_refuses_new_ones(acme, agent_dir):
+    TenantLimits.objects.create(tenant="acme", daily_tokens=4000)
+    agent = scripted_agent(agent_dir, LOOKUPS)
+
+    first = start(acme, agent).json()
+    day = BudgetLedger.objects.get(key__startswith="tenant:acme:")
+    tokens_after_first_run = day.tokens_used
+    # What is left cannot pay for one answer's reserve: new runs are turned away.
+    BudgetLedger.objects.filter(pk=day.pk).update(tokens_used=4000 - 1000)
+    refused = start(acme, agent)
+
+    assert first["status"] == "budget_exceeded"
+    assert "Tenant acme has used its daily token budget" in first["answer"]
+    assert tokens_after_first_run == first["usage"]["total_tokens"] <= 4000
+    assert day.tokens_reserved == 0
+    assert refused.status_code == 429
+    assert refused.json()["error"]["code"] == "tenant_budget_exhausted"
+    assert int(refused["Retry-After"]) >= 1
+
+
+def test_a_cost_budget_stops_the_run_by_the_route_price(acme, agent_dir, settings):
+    agent = scripted_agent(agent_dir, LOOKUPS, max_cost_per_run_usd=3.0)
+    route = f"scripted:{next(agent_dir.parent.glob('script-*.json'))}"
+    # The gateway's route table prices the call: 0.001 USD a token.
+    settings.HARNESS_ROUTES = {route: {"price": {"input": 1000.0, "output": 1000.0}}}
+
+    run = start(acme, agent).json()
+
+    assert run["status"] == "budget_exceeded"
+    assert "cost budget" in run["answer"]
+    budget = run["usage"]["budget"]
+    assert budget["cost_limit_usd"] == 3.0
+    assert budget["cost_usd"] == run["usage"]["total_tokens"] / 1000 <= 3.0
+
+
+def test_tool_calls_are_limited_per_run_and_per_tool(acme, agent_dir):
+    responses = [
+        call("get_ticket", ticket_id=TICKET),
+        call("get_ticket", ticket_id=TICKET),
+        call("search_tickets", status="open"),
+        call("notify_user", user_id="agent-li", message="hi"),
+        {"text": "done"},
+    ]
+    agent = scripted_agent(agent_dir, responses, max_tool_calls_per_run=2, max_calls_per_tool=1)
+
+    run = start(acme, agent).json()
+
+    first, again, search, notify = tool_results(run["id"])
+    assert first["ok"] is True
+    assert again["error"]["code"] == "limit_exceeded"
+    assert again["error"]["details"]["limit"] == "max_calls_per_tool"
+    assert search["ok"] is True
+    assert notify["error"]["code"] == "limit_exceeded"
+    assert notify["error"]["details"]["limit"] == "max_tool_calls_per_run"
+    assert run["usage"]["budget"]["tool_calls"] == 2
+
+
+def test_a_run_past_its_wall_time_ends_as_deadline_exceeded(acme, agent_dir):
+    escalate = call("update_ticket", ticket_id=TICKET, action="escalate", escalate_reason="x")
+    agent = scripted_agent(agent_dir, [escalate, {"text": "done"}], deadline_s=30)
+    run = start(acme, agent).json()
+    assert run["status"] == "awaiting_approval"
+    # Its driven time so far plus this much reaches the limit; waiting for approval is free.
+    BudgetLedger.objects.filter(key=f"run:{run['id']}").update(wall_time_ms=30_000)
+    approval = ToolApproval.objects.get()
+    acme.post(
+        f"/api/v1/runs/{run['id']}/approvals/{approval.call_id}",
+        {"decision": "approve", "arguments_sha256": approval.arguments_sha256},
+        **{"X-Harness-User": "alice"},
+    )
+
+    finished = resume_run(run["id"])
+
+    assert finished.status == "deadline_exceeded"
+    assert "wall-time limit of 30 s" in finished.answer
