@@ -31,3 +31,8 @@ HARNESS_WEBHOOK_ALLOWED_NETWORKS = ["127.0.0.0/8", "::1/128"]
 HARNESS_WEBHOOK_RETRY_SCHEDULE_S = [0.5, 1.0, 2.0]
 # Worker processes started by tests also need the test-only tools.
 HARNESS_TOOL_DIRS = [*HARNESS_TOOL_DIRS, BASE_DIR / "tests" / "support" / "tools"]  # noqa: F405
+
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":  # noqa: F405
+    # Tests commit thousands of tiny transactions; waiting for each WAL flush only measures
+    # the disk. Durability after a crash of the test database is of no interest.
+    DATABASES["default"].setdefault("OPTIONS", {})["options"] = "-c synchronous_commit=off"  # noqa: F405
