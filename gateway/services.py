@@ -136,10 +136,11 @@ def _estimated_usage(
 def estimate_cost_usd(route: str | None, prompt_tokens: int, completion_tokens: int) -> float:
     """What a call of this size would cost on ``route`` (0 without a price): for budgets,
     before the call is sent."""
-    cost = _cost(
-        parse_route(route or settings.HARNESS_MODEL),
-        Usage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens),
-    )
+    try:
+        resolved = parse_route(route or settings.HARNESS_MODEL)
+    except GatewayError:
+        return 0.0  # the call itself will fail with the route's error
+    cost = _cost(resolved, Usage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens))
     return cost or 0.0
 
 

@@ -10,6 +10,7 @@ again, calls not yet answered run with the same idempotency key.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from dataclasses import dataclass, field
@@ -50,6 +51,7 @@ from traces.services import (
 )
 
 REPEATED_CALL_LIMIT = 3
+logger = logging.getLogger(__name__)
 
 
 class StopReason:
@@ -138,6 +140,31 @@ def drive_run(run_id: str, driver: Driver) -> Run:
         parent=session_span,
     )
     messages = [Message.from_dict(m) for m in state.get("messages", [])] or _opening(run)
+    try:
+        return _drive(run, agent, scope, messages, driver, guard, tracer, session_span)
+    except Exception as exc:
+        # A bug of ours must not leave the run "running" forever: it fails, with the error
+        # in the trace and the log, and nothing internal in the answer.
+        logger.exception("run %s failed with an unexpected error", run.id)
+        session_span.set(error=f"{type(exc).__name__}: {exc}")
+        outcome = StepOutcome(
+            RunStatus.FAILED,
+            detail=f"The run failed with an internal error (request id {run.request_id}).",
+            reason="internal_error",
+        )
+        return finish_run(run, tracer, session_span, outcome, messages, guard)
+
+
+def _drive(
+    run: Run,
+    agent: AgentSpec,
+    scope: CallScope,
+    messages: list[Message],
+    driver: Driver,
+    guard: RunGuard,
+    tracer: TraceRecorder,
+    session_span: OpenSpan,
+) -> Run:
     run_start = _first_index_of_this_run(run, messages)
     while True:
         outcome = _guard(run, driver)

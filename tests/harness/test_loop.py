@@ -206,3 +206,19 @@ def test_the_same_call_three_times_in_a_row_stops_the_run(acme, agent_dir):
     assert run["stop_reason"] == "repeated_call"
     assert "get_ticket with the same arguments 3 times" in run["answer"]
     assert len(spans_of(acme, run, "tool_call")) == 2  # the third was not executed
+
+
+def test_an_unexpected_error_in_the_loop_fails_the_run_instead_of_leaving_it_running(
+    acme, agent_dir, monkeypatch
+):
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug of ours")
+
+    monkeypatch.setattr("harness.loop.visible_tools", broken)
+
+    run = run_script(acme, agent_dir, [{"text": "never"}])
+
+    assert run["status"] == "failed"
+    assert run["stop_reason"] == "internal_error"
+    assert "internal error" in run["answer"]
+    assert "a bug of ours" not in run["answer"]
