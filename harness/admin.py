@@ -1,37 +1,159 @@
-from django.contrib import admin
-from django.db.models import QuerySet
-from django.http import HttpRequest
-from django.template.loader import render_to_string
-from django.utils.safestring import SafeString
+"""The admin console: runs as timelines, fingerprint search, cost reports, and staff who see
+only the tenants granted to them (``StaffTenantGrant``; superusers see all).
 
+The tenant scope also covers the traces and policy apps' admin pages: those apps may not
+import this one, so their registered admin classes are re-registered here with the scope
+mixed in (``_scope_registered_admins``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin
+from django.core.exceptions import ValidationError
+from django.db.models import Q, QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+
+import policy.admin as _policy_admin  # noqa: F401 -- registers the policy pages first
+import traces.admin as _traces_admin  # noqa: F401 -- registers the trace pages first
 from harness import webhooks
-from harness.models import ApiKey, Run, Session, Tenant, WebhookAttempt, WebhookDelivery
-from traces.queries import list_spans
+from harness.console import (
+    find_runs_touching,
+    granted_tenant_slugs,
+    run_timeline,
+    tenant_filter,
+)
+from harness.models import (
+    ApiKey,
+    CostReport,
+    Run,
+    Session,
+    StaffTenantGrant,
+    Tenant,
+    WebhookAttempt,
+    WebhookDelivery,
+)
+from harness.reports import DIMENSIONS, CostFilter, cost_report
+from traces.queries import list_tool_names, request_ids_calling
+
+
+class TenantScopedAdmin(admin.ModelAdmin):
+    """Shows only rows of tenants granted to the staff user, and refuses to save a row into
+    a tenant they are not granted. ``tenant_lookup`` is the path to the tenant's slug."""
+
+    tenant_lookup = "tenant__slug"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        return super().get_queryset(request).filter(self.tenant_scope(request))
+
+    def tenant_scope(self, request: HttpRequest) -> Q:
+        return tenant_filter(request.user, self.tenant_lookup)
+
+    def get_form(self, request: HttpRequest, obj: Any = None, **kwargs: Any) -> Any:
+        form = super().get_form(request, obj, **kwargs)
+        slugs = granted_tenant_slugs(request.user)
+        if slugs is None or "tenant" not in form.base_fields:
+            return form
+
+        class ScopedForm(form):  # type: ignore[misc,valid-type]
+            def clean_tenant(self) -> Any:
+                tenant = self.cleaned_data.get("tenant")
+                if str(getattr(tenant, "slug", tenant)) not in slugs:
+                    raise ValidationError("You are not granted this tenant.")
+                return tenant
+
+        return ScopedForm
+
+
+class StaffTenantGrantAdmin(admin.ModelAdmin):
+    """Grants are given and taken by superusers only."""
+
+    list_display = ["user", "tenant", "created_at"]
+    list_filter = [("tenant", admin.RelatedOnlyFieldListFilter)]
+    search_fields = ["user__username", "tenant__slug"]
+    autocomplete_fields = ["tenant"]
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return request.user.is_superuser
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return request.user.is_superuser
+
+    has_add_permission = has_module_permission
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return request.user.is_superuser
+
+    has_delete_permission = has_change_permission
+
+
+admin.site.register(StaffTenantGrant, StaffTenantGrantAdmin)
 
 
 @admin.register(Tenant)
-class TenantAdmin(admin.ModelAdmin):
+class TenantAdmin(TenantScopedAdmin):
+    tenant_lookup = "slug"
     list_display = ["slug", "name", "created_at"]
     search_fields = ["slug", "name"]
     exclude = ["webhook_secret"]
 
 
 @admin.register(ApiKey)
-class ApiKeyAdmin(admin.ModelAdmin):
+class ApiKeyAdmin(TenantScopedAdmin):
     list_display = ["name", "tenant", "prefix", "created_at", "last_used_at", "revoked_at"]
-    list_filter = ["tenant"]
+    list_filter = [("tenant", admin.RelatedOnlyFieldListFilter)]
     readonly_fields = ["tenant", "name", "prefix", "key_hash", "created_at", "last_used_at"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # keys are issued by `manage.py create_api_key`, which shows the secret once
 
 
+class ToolUsedFilter(admin.SimpleListFilter):
+    title = "tool used"
+    parameter_name = "tool"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        slugs = granted_tenant_slugs(request.user)
+        names = list_tool_names(None if slugs is None else sorted(slugs))
+        return [(name, name) for name in names]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        if self.value():
+            return queryset.filter(request_id__in=request_ids_calling(self.value()))
+        return queryset
+
+
 @admin.register(Run)
-class RunAdmin(admin.ModelAdmin):
-    list_display = ["request_id", "tenant", "agent", "user_id", "status", "steps", "created_at"]
-    list_filter = ["status", "agent", "tenant", "mode"]
-    search_fields = ["request_id", "=id", "user_id"]
+class RunAdmin(TenantScopedAdmin):
+    list_display = [
+        "request_id",
+        "tenant",
+        "agent",
+        "user_id",
+        "status",
+        "steps",
+        "total_tokens",
+        "cost_usd",
+        "created_at",
+    ]
+    list_filter = [
+        "status",
+        "agent",
+        ("tenant", admin.RelatedOnlyFieldListFilter),
+        ("user_id", admin.AllValuesFieldListFilter),
+        ToolUsedFilter,
+        "mode",
+        "created_at",
+    ]
+    search_fields = ["=request_id", "=id", "user_id"]
+    search_help_text = (
+        "A request id, run id or user, or a phone number, e-mail or ID number: runs that "
+        "touched it are found by its fingerprint."
+    )
     date_hierarchy = "created_at"
+    change_form_template = "admin/harness/run/change_form.html"
     readonly_fields = [
         "request_id",
         "tenant",
@@ -49,18 +171,36 @@ class RunAdmin(admin.ModelAdmin):
         "max_steps",
         "prompt_tokens",
         "completion_tokens",
+        "cost_usd",
+        "callback_url",
         "created_at",
         "started_at",
         "finished_at",
-        "timeline",
     ]
-    exclude = ["messages", "idempotency_key", "lease_owner", "lease_expires_at"]
+    exclude = ["messages", "sealed", "idempotency_key", "lease_owner", "lease_expires_at"]
 
-    @admin.display(description="Spans, in order")
-    def timeline(self, run: Run) -> SafeString:
-        return render_to_string(
-            "admin/harness/run_spans.html", {"spans": list_spans(run.request_id)}
-        )
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet, search_term: str
+    ) -> tuple[QuerySet, bool]:
+        """The usual search, plus the runs whose fingerprints match the term."""
+        found, duplicates = super().get_search_results(request, queryset, search_term)
+        touched = find_runs_touching(request.user, search_term)
+        if touched:
+            found = found | queryset.filter(request_id__in=touched)
+        return found, duplicates
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        run = self.get_object(request, object_id)
+        context = dict(extra_context or {})
+        if run is not None:
+            context["timeline"] = run_timeline(run)
+        return super().change_view(request, object_id, form_url, context)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -69,6 +209,57 @@ class RunAdmin(admin.ModelAdmin):
         return False
 
     def has_delete_permission(self, request: HttpRequest, obj: Run | None = None) -> bool:
+        return False
+
+
+class CostReportForm(forms.Form):
+    group_by = forms.MultipleChoiceField(
+        choices=[(name, name) for name in DIMENSIONS],
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+    )
+    start = forms.DateField(required=False, label="From (UTC day)")
+    end = forms.DateField(required=False, label="To (UTC day)")
+
+
+@admin.register(CostReport)
+class CostReportAdmin(TenantScopedAdmin):
+    """Tokens and cost of the granted tenants' runs, grouped as the user picks."""
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        if not self.has_view_permission(request):
+            return super().changelist_view(request, extra_context)  # Django's refusal
+        form = CostReportForm(request.GET or {"group_by": ["tenant", "agent", "day"]})
+        report = None
+        if form.is_valid():
+            slugs = granted_tenant_slugs(request.user)
+            report = cost_report(
+                form.cleaned_data["group_by"],
+                CostFilter(
+                    tenants=None if slugs is None else sorted(slugs),
+                    start=form.cleaned_data["start"],
+                    end=form.cleaned_data["end"],
+                ),
+            )
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Cost report",
+            "opts": self.model._meta,
+            "form": form,
+            "report": report,
+            **(extra_context or {}),
+        }
+        return TemplateResponse(request, "admin/harness/costreport/report.html", context)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
 
@@ -84,7 +275,8 @@ class WebhookAttemptInline(admin.TabularInline):
 
 
 @admin.register(WebhookDelivery)
-class WebhookDeliveryAdmin(admin.ModelAdmin):
+class WebhookDeliveryAdmin(TenantScopedAdmin):
+    tenant_lookup = "run__tenant__slug"
     list_display = ["event_type", "run", "url", "status", "attempts", "next_attempt_at"]
     list_filter = ["status", "event_type"]
     search_fields = ["=run__request_id", "url"]
@@ -116,12 +308,74 @@ class WebhookDeliveryAdmin(admin.ModelAdmin):
 
 
 @admin.register(Session)
-class SessionAdmin(admin.ModelAdmin):
+class SessionAdmin(TenantScopedAdmin):
     list_display = ["id", "tenant", "agent", "user_id", "updated_at"]
-    list_filter = ["tenant", "agent"]
+    list_filter = [("tenant", admin.RelatedOnlyFieldListFilter), "agent"]
     search_fields = ["=id", "user_id"]
     readonly_fields = ["tenant", "agent", "user_id", "summary", "summary_covers", "created_at"]
-    exclude = ["messages"]
+    exclude = ["messages", "sealed_messages"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
+
+
+class CasbinScopedAdmin(TenantScopedAdmin):
+    """Casbin lines name their tenant in v1 (``p`` lines) or v2 (``g`` lines)."""
+
+    def tenant_scope(self, request: HttpRequest) -> Q:
+        slugs = granted_tenant_slugs(request.user)
+        if slugs is None:
+            return Q()
+        return Q(ptype="p", v1__in=sorted(slugs)) | Q(ptype__startswith="g", v2__in=sorted(slugs))
+
+    def get_form(self, request: HttpRequest, obj: Any = None, **kwargs: Any) -> Any:
+        form = super().get_form(request, obj, **kwargs)
+        slugs = granted_tenant_slugs(request.user)
+        if slugs is None:
+            return form
+
+        class ScopedForm(form):  # type: ignore[misc,valid-type]
+            def clean(self) -> dict[str, Any]:
+                data = super().clean()
+                tenant = data.get("v1") if data.get("ptype") == "p" else data.get("v2")
+                if tenant not in slugs:
+                    raise ValidationError("You are not granted this tenant.")
+                return data
+
+        return ScopedForm
+
+
+# Tenant-owned models of other apps, by the path to their tenant slug. Anything not listed
+# here (e.g. the global policy version counter) carries no tenant data.
+SCOPED_ELSEWHERE = {
+    "traces.span": "tenant",
+    "traces.auditrecord": "tenant",
+    "traces.auditchainhead": "tenant",
+    "traces.auditcheckpoint": "tenant",
+    "traces.fingerprint": "tenant",
+    "traces.retentionpolicy": "tenant",
+    "policy.policychange": "tenant",
+    "policy.policyrule": "tenant",
+    "policy.tenantlimits": "tenant",
+    "policy.toolapproval": "tenant",
+    "policy.budgetledger": "tenant",
+    "casbin_adapter.casbinrule": "casbin",
+}
+
+
+def _scope_registered_admins(site: admin.AdminSite) -> None:
+    for model, model_admin in list(site._registry.items()):
+        lookup = SCOPED_ELSEWHERE.get(model._meta.label_lower)
+        if lookup is None or isinstance(model_admin, TenantScopedAdmin):
+            continue
+        base = CasbinScopedAdmin if lookup == "casbin" else TenantScopedAdmin
+        scoped = type(
+            f"Scoped{type(model_admin).__name__}",
+            (base, type(model_admin)),
+            {"tenant_lookup": lookup, "__module__": __name__},
+        )
+        site.unregister(model)
+        site.register(model, scoped)
+
+
+_scope_registered_admins(admin.site)

@@ -15,6 +15,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from datetime import timedelta
+from decimal import Decimal
 
 from django.conf import settings
 from django.db import transaction
@@ -512,6 +513,7 @@ def _record_response(run: Run, span: OpenSpan, response: ModelResponse) -> None:
     run.model_route = response.route
     run.prompt_tokens += usage.prompt_tokens
     run.completion_tokens += usage.completion_tokens
+    run.cost_usd += Decimal(str(response.cost_usd or 0))
     span.set(
         route=response.route,
         model=response.model,
@@ -540,6 +542,7 @@ def _checkpoint(run: Run, messages: list[Message], driver: Driver, tracer: Trace
             model_route=run.model_route,
             prompt_tokens=run.prompt_tokens,
             completion_tokens=run.completion_tokens,
+            cost_usd=run.cost_usd,
             lease_expires_at=now + timedelta(seconds=settings.HARNESS_RUN_LEASE_S),
             updated_at=now,
         )

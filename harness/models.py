@@ -1,7 +1,9 @@
 import base64
 import secrets
 import uuid
+from decimal import Decimal
 
+from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
@@ -125,6 +127,8 @@ class Run(models.Model):
     sealed = models.TextField(blank=True)
     prompt_tokens = models.PositiveIntegerField(default=0)
     completion_tokens = models.PositiveIntegerField(default=0)
+    # What the model calls cost, priced by the gateway's route table (0 for unpriced routes).
+    cost_usd = models.DecimalField(max_digits=16, decimal_places=8, default=Decimal(0))
     callback_url = models.URLField(max_length=2000, blank=True)
     idempotency_key = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
@@ -227,3 +231,34 @@ class WebhookAttempt(models.Model):
 
     def __str__(self) -> str:
         return f"attempt {self.number}: {self.status_code or self.error[:40]}"
+
+
+class CostReport(Run):
+    """Runs seen as costs: the admin's cost report page (a proxy, no table of its own)."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "cost report"
+        verbose_name_plural = "cost reports"
+
+
+class StaffTenantGrant(models.Model):
+    """Lets a staff user see one tenant's runs, traces and policy in the admin console.
+
+    Superusers see every tenant; a staff user without grants sees nothing.
+    """
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="tenant_grants"
+    )
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="staff_grants")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["user", "tenant"]
+        constraints = [
+            models.UniqueConstraint(fields=["user", "tenant"], name="staff_grant_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} may see {self.tenant}"

@@ -63,3 +63,16 @@ def find_runs_by_identifier(tenant: str, value: str) -> list[str]:
         .values_list("request_id", flat=True)
     )
     return list(dict.fromkeys(rows))
+
+
+def list_tool_names(tenants: list[str] | None = None) -> list[str]:
+    """Names of the tools called in the traces of ``tenants`` (``None``: all), sorted."""
+    spans = Span.objects.filter(kind="tool_call")
+    if tenants is not None:
+        spans = spans.filter(tenant__in=tenants)
+    return sorted(set(spans.values_list("name", flat=True)))
+
+
+def request_ids_calling(tool: str) -> Any:
+    """The request ids of traces that called ``tool`` (a subquery, for filtering runs)."""
+    return Span.objects.filter(kind="tool_call", name=tool).values("request_id")

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from harness.api import events, views
+from harness.api import events, reports, views
 
 urlpatterns = [
     path("runs", views.RunListView.as_view(), name="run-list"),
@@ -14,4 +14,5 @@ urlpatterns = [
         views.RunApprovalDecisionView.as_view(),
         name="run-approval-decision",
     ),
+    path("reports/costs", reports.CostReportView.as_view(), name="report-costs"),
 ]

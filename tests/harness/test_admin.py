@@ -1,4 +1,4 @@
-"""The admin console lists runs and shows a run's spans in order."""
+"""The admin console lists runs and shows a run as a timeline of steps."""
 
 import re
 
@@ -17,7 +17,7 @@ def operator(demo) -> Client:
     return client
 
 
-def test_the_admin_lists_runs_and_shows_a_runs_spans_in_order(acme, operator):
+def test_the_admin_lists_runs_and_shows_a_run_as_a_timeline_of_steps(acme, operator):
     acme.post(
         "/api/v1/runs",
         {"agent": "ticket-assistant", "user": "bob", "input": "Why T-20250318-007?"},
@@ -31,11 +31,35 @@ def test_the_admin_lists_runs_and_shows_a_runs_spans_in_order(acme, operator):
     assert run.request_id in listing.content.decode()
     assert detail.status_code == 200
     page = detail.content.decode()
-    kinds = re.findall(r'<tr class="span-(\w+)">', page)
-    assert kinds[0] == "agent_session"
-    assert kinds[-1] == "action_response"
-    names = re.findall(r"<td>(get_ticket|update_ticket|notify_user)</td>", page)
-    assert names == ["get_ticket", "update_ticket", "notify_user"]
+    assert re.findall(r'data-step="(\d+)"', page) == ["1", "2", "3", "4"]
+    tools = re.findall(r'data-kind="tool_call" data-tool="(\w+)"', page)
+    assert tools == ["get_ticket", "update_ticket", "notify_user"]
+    checks = re.findall(r'data-kind="policy_check" data-tool="(\w+)"', page)
+    assert checks == ["get_ticket", "update_ticket", "notify_user"]
+    assert 'by rule <code class="policy-rule">member, acme, ticket, read, allow</code>' in page
+    assert re.search(r"\(policy v\d+\)", page)
+    assert page.count('<details class="model-saw">') == 4
+    assert page.count('<details class="tool-io">') == 3
+    assert f'<td class="total-tokens">{run.total_tokens}</td>' in page
+    assert "RUN ACTIONS: the Replay button" not in page  # a template comment, never rendered
+
+
+def test_the_timeline_shows_what_the_model_saw_masked(acme, operator):
+    acme.post(
+        "/api/v1/runs",
+        {
+            "agent": "ticket-assistant",
+            "user": "bob",
+            "input": "Why T-20250318-007? Call me on 13812345678.",
+        },
+    )
+    run = Run.objects.get()
+
+    page = operator.get(f"/admin/harness/run/{run.pk}/change/").content.decode()
+
+    assert "138****5678" in page
+    assert "13812345678" not in page
+    assert "T-20250318-007" in page
 
 
 def test_runs_cannot_be_edited_or_deleted_in_the_admin(acme, operator):

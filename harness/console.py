@@ -1,0 +1,191 @@
+"""Reads for the admin console: which tenants a staff user may see, a run as a timeline, and
+the runs that touched an identifier. Plain functions over users and runs, no requests."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db.models import Q
+
+from harness.models import Run, StaffTenantGrant, Tenant
+from traces.queries import find_runs_by_identifier, get_trace
+
+User = AbstractBaseUser | AnonymousUser
+
+
+def granted_tenant_slugs(user: User) -> frozenset[str] | None:
+    """The tenants ``user`` may see in the console: ``None`` means every tenant (superusers);
+    a staff user sees the tenants granted to them (``StaffTenantGrant``), and nobody else
+    sees any."""
+    if not (user.is_active and getattr(user, "is_staff", False)):
+        return frozenset()
+    if getattr(user, "is_superuser", False):
+        return None
+    return frozenset(
+        StaffTenantGrant.objects.filter(user_id=user.pk).values_list("tenant__slug", flat=True)
+    )
+
+
+def tenant_filter(user: User, lookup: str) -> Q:
+    """A ``Q`` keeping rows whose ``lookup`` (a tenant slug) is granted to ``user``."""
+    slugs = granted_tenant_slugs(user)
+    return Q() if slugs is None else Q(**{f"{lookup}__in": sorted(slugs)})
+
+
+def find_runs_touching(user: User, value: str) -> list[str]:
+    """Request ids of the runs that touched ``value`` (a phone number, e-mail, national ID…)
+    in the tenants ``user`` may see, newest first per tenant. Compares keyed fingerprints:
+    the value itself is stored nowhere."""
+    value = value.strip()
+    if not value:
+        return []
+    slugs = granted_tenant_slugs(user)
+    tenants = Tenant.objects.values_list("slug", flat=True) if slugs is None else sorted(slugs)
+    found: list[str] = []
+    for slug in tenants:
+        found.extend(find_runs_by_identifier(slug, value))
+    return found
+
+
+@dataclass
+class Step:
+    """One step of a run: the model call and what followed it until the next model call."""
+
+    number: int
+    model: dict[str, Any] | None = None
+    seen: list[dict[str, Any]] = field(default_factory=list)
+    new_messages: int = 0
+    tools_offered: list[str] = field(default_factory=list)
+    answer: dict[str, Any] | None = None
+    events: list[dict[str, Any]] = field(default_factory=list)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: Decimal = Decimal(0)
+
+
+@dataclass
+class Timeline:
+    request_id: str
+    sessions: list[dict[str, Any]] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
+    outcome: dict[str, Any] | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: Decimal = Decimal(0)
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+def run_timeline(run: Run) -> Timeline:
+    """The run's trace as steps a person can read: per model call what the model saw (the
+    masked messages, and how many were new), what it answered, then the policy decisions,
+    approvals and tool calls (with their masked I/O) up to the next model call; tokens and
+    cost per step and in total."""
+    timeline = Timeline(request_id=run.request_id)
+    step: Step | None = None
+    seen_before = 0
+    for span in get_trace(run.request_id)["spans"]:
+        audit = {record["kind"]: record["payload"] for record in span["audit"]}
+        attributes = span["attributes"]
+        if span["kind"] == "agent_session":
+            timeline.sessions.append(span)
+            continue
+        if span["kind"] == "action_response":
+            timeline.outcome = span
+            continue
+        if span["kind"] == "model_call":
+            step = Step(number=attributes.get("step") or len(timeline.steps) + 1, model=span)
+            request = audit.get("model_request") or {}
+            step.seen = [_message_view(m) for m in request.get("messages", [])]
+            step.new_messages = max(len(step.seen) - seen_before, 0)
+            seen_before = len(step.seen) + 1  # the answer joins the conversation
+            step.tools_offered = [t.get("name", "") for t in request.get("tools", [])]
+            step.answer = _answer_view(audit.get("model_response"))
+            step.prompt_tokens = int(attributes.get("prompt_tokens") or 0)
+            step.completion_tokens = int(attributes.get("completion_tokens") or 0)
+            step.cost_usd = Decimal(str(attributes.get("cost_usd") or 0))
+            timeline.steps.append(step)
+            timeline.prompt_tokens += step.prompt_tokens
+            timeline.completion_tokens += step.completion_tokens
+            timeline.cost_usd += step.cost_usd
+            continue
+        event = _event_view(span, audit.get("tool_io"))
+        if step is None:
+            step = Step(number=0)
+            timeline.steps.append(step)
+        step.events.append(event)
+    return timeline
+
+
+def _pretty(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, indent=2, default=str)
+
+
+def _message_view(message: dict[str, Any]) -> dict[str, Any]:
+    calls = [
+        {"id": c.get("id"), "name": c.get("name"), "arguments": _pretty(c.get("arguments"))}
+        for c in message.get("tool_calls") or []
+    ]
+    content = message.get("content")
+    return {
+        "role": message.get("role", ""),
+        "name": message.get("name") or "",
+        "tool_call_id": message.get("tool_call_id") or "",
+        "content": _pretty(content) if content not in (None, "") else "",
+        "tool_calls": calls,
+    }
+
+
+def _answer_view(response: dict[str, Any] | None) -> dict[str, Any] | None:
+    if response is None:
+        return None
+    return {
+        "text": response.get("text") or "",
+        "reasoning": response.get("reasoning") or "",
+        "finish_reason": response.get("finish_reason") or "",
+        "tool_calls": [
+            {"id": c.get("id"), "name": c.get("name"), "arguments": _pretty(c.get("arguments"))}
+            for c in response.get("tool_calls") or []
+        ],
+    }
+
+
+def _event_view(span: dict[str, Any], tool_io: dict[str, Any] | None) -> dict[str, Any]:
+    """A policy decision, an approval or a tool call, with what matters about it on top."""
+    attributes = span["attributes"]
+    rule = attributes.get("rule")
+    view: dict[str, Any] = {
+        "kind": span["kind"],
+        "name": span["name"],
+        "status": span["status"],
+        "duration_ms": span["duration_ms"],
+        "call_id": attributes.get("call_id") or "",
+        "tool": attributes.get("tool") or "",
+        "check": attributes.get("check") or "",
+        "allowed": attributes.get("allowed"),
+        "reason": attributes.get("reason") or "",
+        "rule": ", ".join(map(str, rule)) if isinstance(rule, list) else (rule or ""),
+        "policy_version": attributes.get("policy_version"),
+        "decision": attributes.get("decision") or attributes.get("approval") or "",
+        "decided_by": attributes.get("decided_by") or "",
+        "held": bool(attributes.get("held")),
+        "attributes": _pretty(attributes),
+        "io": None,
+    }
+    if tool_io is not None:
+        view["io"] = {
+            "arguments": _pretty(tool_io.get("arguments")),
+            "result": _pretty(tool_io.get("result")) if tool_io.get("result") is not None else "",
+            "error": _pretty(tool_io.get("error")) if tool_io.get("error") else "",
+            "idempotency_key": tool_io.get("idempotency_key") or "",
+            "replayed": bool(tool_io.get("replayed")),
+        }
+    return view
