@@ -50,6 +50,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI served from here: the docs work offline
     "policy.casbin_rules.CasbinRulesConfig",
     "harness.apps.HarnessConfig",
     "gateway.apps.GatewayConfig",
@@ -186,6 +187,9 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Run agents that act on business systems through authorised, audited tools.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 # --- Harness --------------------------------------------------------------------------------
