@@ -8,10 +8,12 @@ urlpatterns = [
     path("runs/<str:run_id>/cancel", views.RunCancelView.as_view(), name="run-cancel"),
     path("runs/<str:run_id>/events", events.RunEventsView.as_view(), name="run-events"),
     path("runs/<str:run_id>/trace", views.RunTraceView.as_view(), name="run-trace"),
+    path("runs/<str:run_id>/replay", views.RunReplayView.as_view(), name="run-replay"),
     path("runs/<str:run_id>/approvals", views.RunApprovalListView.as_view(), name="run-approvals"),
     path(
         "runs/<str:run_id>/approvals/<str:call_id>",
         views.RunApprovalDecisionView.as_view(),
         name="run-approval-decision",
     ),
+    path("policies/what-if", views.PolicyWhatIfView.as_view(), name="policy-what-if"),
 ]
