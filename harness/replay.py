@@ -365,7 +365,12 @@ def _recorded_verdict(call: ToolCall, result: Message | None, spans: list[dict])
     for span in spans:
         attributes = span["attributes"]
         if attributes.get("check") == "approval" and attributes.get("held"):
-            return Verdict(NEEDS_APPROVAL, "approval", str(attributes.get("rule") or ""))
+            return Verdict(
+                NEEDS_APPROVAL,
+                "approval",
+                str(attributes.get("rule") or ""),
+                str(attributes.get("reason") or ""),
+            )
     body = _body(result) if result is not None else {}
     error = body.get("error") or {}
     for span in spans:
