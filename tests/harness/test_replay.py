@@ -25,6 +25,7 @@ from tests.policy.runs import ADMIN, TICKET, call, run_script, scripted_agent, s
 from tools.demo.models import Notification, OutboxEmail, Ticket
 from tools.models import ToolExecution
 from traces.models import AuditRecord, Span
+from traces.services import seal, unseal
 
 ASSIGN = {"ticket_id": TICKET, "action": "assign", "assignee_id": "agent-li"}
 NOTIFY = {"user_id": "agent-li", "ticket_id": TICKET, "message": "Please take it."}
@@ -198,6 +199,36 @@ def test_a_tool_removed_from_the_agent_is_flagged(acme, agent_dir, tmp_path, set
     [divergence] = report["divergences"]
     assert divergence["tool"] == "notify_user"
     assert divergence["after"]["check"] == "tool_enabled"
+
+
+def test_arguments_today_s_gateway_reads_differently_are_flagged(acme, agent_dir):
+    run = run_script(acme, agent_dir, DEMO, user="bob")
+    # As if the gateway of the day had read the model's raw text into other arguments.
+    state = unseal(Run.objects.get(id=run["id"]).sealed)
+    recorded = state["messages"][3]["tool_calls"][0]
+    assert recorded["name"] == "update_ticket"
+    recorded["arguments"] = ASSIGN | {"assignee_id": "agent-wu"}
+    Run.objects.filter(id=run["id"]).update(sealed=seal(state))
+
+    report = replay(acme, run)
+
+    [divergence] = report["divergences"]
+    assert divergence["divergence"] == "arguments_changed"
+    assert divergence["recorded_arguments"]["assignee_id"] == "agent-wu"
+    assert divergence["arguments"] == ASSIGN
+
+
+def test_a_run_whose_agent_is_gone_cannot_be_replayed(acme, agent_dir, settings):
+    run = run_script(acme, agent_dir, DEMO, user="bob")
+    settings.HARNESS_AGENT_DIRS = [d for d in settings.HARNESS_AGENT_DIRS if d != agent_dir]
+
+    response = acme.post(f"/api/v1/runs/{run['id']}/replay", {})
+    body = what_if(acme, [deny("bob", "ticket:write")]).json()
+
+    assert response.status_code == 409
+    assert response.json()["error"]["code"] == "replay_unavailable"
+    assert body["runs_examined"] == 0
+    assert body["skipped"][0]["run_id"] == run["id"]
 
 
 def test_a_run_without_a_clear_copy_is_replayed_from_the_masked_audit(acme, agent_dir):
