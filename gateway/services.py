@@ -8,6 +8,7 @@ from typing import Any
 
 from django.conf import settings
 
+from gateway.arguments import parse_tool_arguments
 from gateway.errors import GatewayError, StreamInterrupted
 from gateway.messages import EventCallback, Message, ModelResponse, ToolSpec, Usage
 from gateway.providers import anthropic_messages, openai_chat, scripted
@@ -16,7 +17,7 @@ from gateway.routes import Route, parse_route
 from gateway.streaming import EventSink
 from gateway.tokens import estimate_tokens
 
-__all__ = ["complete", "estimate_cost_usd", "parse_route"]
+__all__ = ["complete", "estimate_cost_usd", "parse_route", "parse_tool_arguments"]
 
 ProviderCall = Callable[
     [Route, list[Message], list[ToolSpec], str | None, EventSink], ModelResponse

@@ -18,6 +18,7 @@ class ErrorCode(StrEnum):
     SESSION_MISMATCH = "session_mismatch"
     SESSION_BUSY = "session_busy"
     RUN_FINISHED = "run_finished"
+    REPLAY_UNAVAILABLE = "replay_unavailable"
     METHOD_NOT_ALLOWED = "method_not_allowed"
     UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
     THROTTLED = "throttled"
@@ -101,3 +102,10 @@ class InvalidAgentFile(Exception):
         super().__init__(f"{path}: {fault}")
         self.path = path
         self.fault = fault
+
+
+class ReplayUnavailable(HarnessError):
+    """A recorded run cannot be replayed today (e.g. its agent file is gone)."""
+
+    code = ErrorCode.REPLAY_UNAVAILABLE
+    http_status = 409

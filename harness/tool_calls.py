@@ -9,7 +9,7 @@ result yet: its message is ``None`` and the loop pauses the run.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -98,38 +98,42 @@ def handle_tool_call(call: ToolCall, scope: CallScope) -> tuple[Message | None, 
     return handle_tool_calls([call], scope)[0]
 
 
-def _decide(call: ToolCall, scope: CallScope) -> tuple[Message | None, bool] | PlannedCall:
-    """A refusal (message, False), a hold for approval (None, False), or the call ready to
-    execute."""
-    tool = scope.registry.get(call.name)
-    if tool is None or call.name not in scope.agent.tools or not tool.enabled:
-        return _refuse(call, scope, _unknown_tool_error(call, scope), rule="tool_enabled")
-    decision = policy.authorize_scopes(scope.tenant, scope.user_id, tool.access)
-    with scope.tracer.span(
-        SpanKind.POLICY_CHECK,
-        f"acl {call.name}",
-        scope.parent,
-        call_id=call.id,
-        tool=call.name,
-        check="acl",
-        scopes=list(tool.access),
-        allowed=decision.allowed,
-        reason=decision.reason,
-        rule=list(decision.rule),
-        policy_version=decision.version,
-    ) as span:
-        if not decision.allowed:
-            span.fail(SpanStatus.REFUSED)
+@dataclass(frozen=True)
+class PolicyQuestions:
+    """How a call's decision asks the policy: live (the engine and the run's labels in the
+    database, recording a span per ACL decision) or dry (a policy snapshot and labels kept in
+    memory, for replay and what-if)."""
+
+    acl: Callable[[ToolCall, ToolDefinition], policy.Decision]
+    chain: Callable[[ToolDefinition], policy.RuleVerdict]
+    callable_tools: Callable[[], list[str]]
+
+
+@dataclass(frozen=True)
+class Precheck:
+    """The checks before the call rules, in order: tool enabled → ACL → chain rules →
+    arguments parse → JSON Schema. ``check`` names the one that refused ("" if none)."""
+
+    tool: ToolDefinition | None = None
+    check: str = ""
+    error: ToolCallError | None = None
+    chain: policy.RuleVerdict | None = None
+    violations: tuple[dict[str, str], ...] = ()
+
+
+def precheck_call(
+    call: ToolCall, agent: AgentSpec, registry: ToolRegistry, ask: PolicyQuestions
+) -> Precheck:
+    """Run the checks before the call rules; asks the policy only through ``ask``."""
+    tool = registry.get(call.name)
+    if tool is None or call.name not in agent.tools or not tool.enabled:
+        return Precheck(tool, "tool_enabled", unknown_tool_error(call, ask.callable_tools()))
+    decision = ask.acl(call, tool)
     if not decision.allowed:
-        error = ToolCallError(
-            ToolErrorCode.PERMISSION_DENIED,
-            f"You may not call {call.name} for this user: {decision.reason}.",
-            {"tool": call.name, "scope": decision.scope},
-        )
-        return _tool_message(call, error=error), False
-    chain = policy.check_chain_rules(scope.tenant, scope.run_id, tool.name, tool.carries, tool.sink)
+        return Precheck(tool, "acl", acl_error(call, decision))
+    chain = ask.chain(tool)
     if chain.effect == policy.RuleEffect.REFUSE:
-        return _refuse_by_rule(call, scope, chain, "chain")
+        return Precheck(tool, "chain", rule_error(call, chain), chain)
     if call.arguments is None:
         error = ToolCallError(
             ToolErrorCode.INVALID_ARGUMENTS_JSON,
@@ -137,7 +141,7 @@ def _decide(call: ToolCall, scope: CallScope) -> tuple[Message | None, bool] | P
             "Send them as one JSON object.",
             {"tool": call.name, "received": call.raw_arguments[:500]},
         )
-        return _refuse(call, scope, error, rule="arguments_json")
+        return Precheck(tool, "arguments_json", error, chain)
     violations = find_violations(tool, call.arguments)
     if violations:
         error = ToolCallError(
@@ -145,8 +149,97 @@ def _decide(call: ToolCall, scope: CallScope) -> tuple[Message | None, bool] | P
             summarize_violations(call.name, violations),
             {"tool": call.name, "violations": violations},
         )
-        return _refuse(call, scope, error, rule="schema")
-    gated = _approval_and_limits(call, tool, scope, chain)
+        return Precheck(tool, "schema", error, chain, tuple(violations))
+    return Precheck(tool, "", None, chain)
+
+
+def rule_gate(
+    verdict: policy.RuleVerdict, chain: policy.RuleVerdict
+) -> tuple[str, policy.RuleVerdict] | None:
+    """After the call rules: ("refuse", rule), ("hold", rule) for approval, or None."""
+    if verdict.effect == policy.RuleEffect.REFUSE:
+        return "refuse", verdict
+    if not verdict.allowed or chain.effect == policy.RuleEffect.REQUIRE_APPROVAL:
+        return "hold", verdict if not verdict.allowed else chain
+    return None
+
+
+def unknown_tool_error(call: ToolCall, callable_now: list[str]) -> ToolCallError:
+    return ToolCallError(
+        ToolErrorCode.UNKNOWN_TOOL,
+        f"There is no tool {call.name!r} you can call. Tools you can call: "
+        f"{', '.join(callable_now) or 'none'}.",
+        {"tool": call.name, "available": callable_now},
+    )
+
+
+def acl_error(call: ToolCall, decision: policy.Decision) -> ToolCallError:
+    return ToolCallError(
+        ToolErrorCode.PERMISSION_DENIED,
+        f"You may not call {call.name} for this user: {decision.reason}.",
+        {"tool": call.name, "scope": decision.scope},
+    )
+
+
+def rule_error(call: ToolCall, verdict: policy.RuleVerdict) -> ToolCallError:
+    return ToolCallError(
+        ToolErrorCode.POLICY_REFUSED,
+        f"{call.name} was refused by policy rule {verdict.rule}: {verdict.reason}.",
+        {"tool": call.name} | verdict.attributes(),
+    )
+
+
+def limit_error(call: ToolCall, rule: str, reason: str) -> ToolCallError:
+    return ToolCallError(
+        ToolErrorCode.LIMIT_EXCEEDED,
+        f"{call.name} was not run: {reason}. Answer with what you have.",
+        {"tool": call.name, "limit": rule},
+    )
+
+
+def _live_questions(scope: CallScope) -> PolicyQuestions:
+    def acl(call: ToolCall, tool: ToolDefinition) -> policy.Decision:
+        decision = policy.authorize_scopes(scope.tenant, scope.user_id, tool.access)
+        with scope.tracer.span(
+            SpanKind.POLICY_CHECK,
+            f"acl {call.name}",
+            scope.parent,
+            call_id=call.id,
+            tool=call.name,
+            check="acl",
+            scopes=list(tool.access),
+            allowed=decision.allowed,
+            reason=decision.reason,
+            rule=list(decision.rule),
+            policy_version=decision.version,
+        ) as span:
+            if not decision.allowed:
+                span.fail(SpanStatus.REFUSED)
+        return decision
+
+    return PolicyQuestions(
+        acl=acl,
+        chain=lambda tool: policy.check_chain_rules(
+            scope.tenant, scope.run_id, tool.name, tool.carries, tool.sink
+        ),
+        callable_tools=lambda: [
+            t.name for t in visible_tools(scope.agent, scope.registry, scope.tenant, scope.user_id)
+        ],
+    )
+
+
+def _decide(call: ToolCall, scope: CallScope) -> tuple[Message | None, bool] | PlannedCall:
+    """A refusal (message, False), a hold for approval (None, False), or the call ready to
+    execute."""
+    pre = precheck_call(call, scope.agent, scope.registry, _live_questions(scope))
+    if pre.check == "acl":
+        return _tool_message(call, error=pre.error), False
+    if pre.check == "chain":
+        return _refuse_by_rule(call, scope, pre.chain, "chain")
+    if pre.check:
+        return _refuse(call, scope, pre.error, rule=pre.check)
+    tool = pre.tool
+    gated = _approval_and_limits(call, tool, scope, pre.chain)
     if gated is not None:
         return gated
     context = ToolContext(
@@ -240,18 +333,6 @@ def _refuse(
     return _tool_message(call, error=error), False
 
 
-def _unknown_tool_error(call: ToolCall, scope: CallScope) -> ToolCallError:
-    callable_now = [
-        t.name for t in visible_tools(scope.agent, scope.registry, scope.tenant, scope.user_id)
-    ]
-    return ToolCallError(
-        ToolErrorCode.UNKNOWN_TOOL,
-        f"There is no tool {call.name!r} you can call. Tools you can call: "
-        f"{', '.join(callable_now) or 'none'}.",
-        {"tool": call.name, "available": callable_now},
-    )
-
-
 def _tool_message(
     call: ToolCall, result: Any = None, error: ToolCallError | None = None
 ) -> Message:
@@ -265,6 +346,10 @@ def _tool_message(
     )
 
 
+# The message the model is shown for a call: replay builds the same ones.
+tool_message = _tool_message
+
+
 # --- Policy checks after the ACL: chain and call rules, approvals, limits (issue 5) ----------
 
 
@@ -276,10 +361,11 @@ def _approval_and_limits(
     approval = policy.find_approval(scope.run_id, call.id)
     if approval is None:
         verdict = policy.check_call_rules(scope.tenant, tool.name, tool.approval, arguments)
-        if verdict.effect == policy.RuleEffect.REFUSE:
-            return _refuse_by_rule(call, scope, verdict, "call_rule")
-        if not verdict.allowed or chain.effect == policy.RuleEffect.REQUIRE_APPROVAL:
-            return _hold(call, tool, scope, verdict if not verdict.allowed else chain)
+        gate = rule_gate(verdict, chain)
+        if gate is not None:
+            if gate[0] == "refuse":
+                return _refuse_by_rule(call, scope, gate[1], "call_rule")
+            return _hold(call, tool, scope, gate[1])
     elif approval.status == policy.ApprovalStatus.PENDING:
         return None, False
     elif (
@@ -289,12 +375,7 @@ def _approval_and_limits(
         return _refuse_unapproved(call, scope, approval)
     refusal = policy.admit_tool_call(scope.tenant, scope.run_id, tool.name)
     if refusal is not None:
-        error = ToolCallError(
-            ToolErrorCode.LIMIT_EXCEEDED,
-            f"{call.name} was not run: {refusal.reason}. Answer with what you have.",
-            {"tool": call.name, "limit": refusal.rule},
-        )
-        return _refuse(call, scope, error, rule="limit")
+        return _refuse(call, scope, limit_error(call, refusal.rule, refusal.reason), rule="limit")
     # The run holds the labels from now on, even if the call then fails: it may have read.
     policy.note_labels(scope.run_id, call.id, tool.name, tool.carries)
     return None
@@ -340,11 +421,7 @@ def _hold(
 def _refuse_by_rule(
     call: ToolCall, scope: CallScope, verdict: policy.RuleVerdict, check: str
 ) -> tuple[Message, bool]:
-    error = ToolCallError(
-        ToolErrorCode.POLICY_REFUSED,
-        f"{call.name} was refused by policy rule {verdict.rule}: {verdict.reason}.",
-        {"tool": call.name} | verdict.attributes(),
-    )
+    error = rule_error(call, verdict)
     with scope.tracer.span(
         SpanKind.POLICY_CHECK,
         f"{check} {call.name}",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import secrets
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from casbin_adapter.models import CasbinRule
@@ -31,9 +31,14 @@ def decide(tenant: str, user: str, scope: str) -> Decision:
 
 def authorize_scopes(tenant: str, user: str, scopes: Iterable[str]) -> Decision:
     """Allowed only if every scope is; returns the first refusal, else the last allowance."""
+    return authorize_with(lambda scope: decide(tenant, user, scope), scopes)
+
+
+def authorize_with(decide_scope: Callable[[str], Decision], scopes: Iterable[str]) -> Decision:
+    """``authorize_scopes`` over any decision function (the live engine, or a snapshot)."""
     decision = Decision(allowed=False, scope="", reason="the tool declares no access scope")
     for scope in scopes:
-        decision = decide(tenant, user, scope)
+        decision = decide_scope(scope)
         if not decision.allowed:
             return decision
     return decision

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from django.db import IntegrityError, transaction
 
@@ -115,10 +116,49 @@ def check_chain_rules(
     """Flow and exclusive rules for a call of ``tool`` (which carries ``carries`` and is a
     ``sink`` kind, or none) in run ``run_id``. Reads which labels the run holds."""
     version, stamp = current_version_key()
-    rules = [r for r in rules_for(tenant, (version, stamp)) if r.kind != RuleKind.CALL]
-    if not rules or not (sink or carries):
+    rules = rules_for(tenant, (version, stamp))
+    if not any(r.kind != RuleKind.CALL for r in rules) or not (sink or carries):
         return RuleVerdict(version=version)
     held = {row.label: row for row in RunLabel.objects.filter(run_id=run_id)}
+    return evaluate_chain_rules(rules, version, tool, carries, sink, held)
+
+
+def check_call_rules(
+    tenant: str, tool: str, tool_approval: str, arguments: dict[str, Any]
+) -> RuleVerdict:
+    """Call rules and the tool's own ``approval`` setting, for arguments already validated."""
+    version, stamp = current_version_key()
+    return evaluate_call_rules(
+        rules_for(tenant, (version, stamp)), version, tool, tool_approval, arguments
+    )
+
+
+class HeldLabel(Protocol):
+    """A label a run holds, and the call that brought it in (a ``RunLabel`` row, or a
+    ``HeldLabelValue`` kept in memory by a replay)."""
+
+    label: str
+    call_id: str
+    tool: str
+
+
+@dataclass(frozen=True)
+class HeldLabelValue:
+    label: str
+    call_id: str
+    tool: str
+
+
+def evaluate_chain_rules(
+    rules: Iterable[RuleSpec],
+    version: int,
+    tool: str,
+    carries: tuple[str, ...],
+    sink: str | None,
+    held: Mapping[str, HeldLabel],
+) -> RuleVerdict:
+    """The flow and exclusive ``rules`` for one call, given the labels the run ``held``;
+    pure: reads and writes nothing."""
     verdicts = []
     for rule in rules:
         if rule.kind == RuleKind.FLOW and sink and rule.sink in (sink, "*"):
@@ -136,11 +176,14 @@ def check_chain_rules(
     return _strictest(verdicts) or RuleVerdict(version=version)
 
 
-def check_call_rules(
-    tenant: str, tool: str, tool_approval: str, arguments: dict[str, Any]
+def evaluate_call_rules(
+    rules: Iterable[RuleSpec],
+    version: int,
+    tool: str,
+    tool_approval: str,
+    arguments: dict[str, Any],
 ) -> RuleVerdict:
-    """Call rules and the tool's own ``approval`` setting, for arguments already validated."""
-    version, stamp = current_version_key()
+    """The call ``rules`` and the tool's own ``approval`` setting for one call; pure."""
     verdicts = []
     if tool_approval == "always":
         verdicts.append(
@@ -151,7 +194,7 @@ def check_call_rules(
                 version=version,
             )
         )
-    for rule in rules_for(tenant, (version, stamp)):
+    for rule in rules:
         if rule.kind != RuleKind.CALL or rule.tool not in (tool, "*"):
             continue
         if rule.effect == RuleEffect.REQUIRE_APPROVAL and tool_approval == "never":
@@ -185,7 +228,7 @@ def list_labels(run_id: str) -> list[RunLabel]:
     return list(RunLabel.objects.filter(run_id=run_id))
 
 
-def _label_verdict(rule: RuleSpec, version: int, source: RunLabel, why: str) -> RuleVerdict:
+def _label_verdict(rule: RuleSpec, version: int, source: HeldLabel, why: str) -> RuleVerdict:
     action = "refused" if rule.effect == RuleEffect.REFUSE else "held for approval"
     return RuleVerdict(
         effect=rule.effect,

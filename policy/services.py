@@ -41,6 +41,7 @@ from policy.budget import (
     add_wall_time,
     cancel_reservation,
     open_run_budget,
+    run_tool_limits,
     run_usage,
     settle_model_call,
     tenant_day_usage,
@@ -58,6 +59,7 @@ from policy.limits import (
 )
 from policy.models import ApprovalStatus, RuleEffect, ToolApproval
 from policy.rules import (
+    HeldLabelValue,
     RuleSpec,
     RuleVerdict,
     check_call_rules,
@@ -70,6 +72,7 @@ from policy.rules import (
     note_labels,
     update_rule,
 )
+from policy.snapshot import PolicySnapshot, ProposedEdit, policy_snapshot
 
 POLICY_ADMIN_SCOPE = "policy:admin"
 
@@ -79,6 +82,9 @@ __all__ = [
     "ApprovalStatus",
     "BudgetStop",
     "Decision",
+    "HeldLabelValue",
+    "PolicySnapshot",
+    "ProposedEdit",
     "Reservation",
     "RuleEffect",
     "RuleSpec",
@@ -117,12 +123,14 @@ __all__ = [
     "note_labels",
     "open_run_budget",
     "pace_model_call",
+    "policy_snapshot",
     "release_run",
     "remove_permission",
     "require_scope",
     "reserve_model_call",
     "resolve_run_budget",
     "resume_run_slot",
+    "run_tool_limits",
     "run_usage",
     "settle_model_call",
     "tenant_day_usage",

@@ -145,3 +145,11 @@ class SpanSerializer(serializers.Serializer):
 class TraceSerializer(serializers.Serializer):
     request_id = serializers.CharField()
     spans = SpanSerializer(many=True)
+
+
+class WhatIfSerializer(serializers.Serializer):
+    """A proposed policy change (each edit shaped like the policy API's bodies; the policy
+    service checks their meaning) and how many of the latest runs to examine."""
+
+    changes = serializers.ListField(child=serializers.DictField(), min_length=1, max_length=100)
+    limit = serializers.IntegerField(min_value=1, max_value=200, default=20)

@@ -8,6 +8,7 @@ urlpatterns = [
     path("runs/<str:run_id>/cancel", views.RunCancelView.as_view(), name="run-cancel"),
     path("runs/<str:run_id>/events", events.RunEventsView.as_view(), name="run-events"),
     path("runs/<str:run_id>/trace", views.RunTraceView.as_view(), name="run-trace"),
+    path("runs/<str:run_id>/replay", views.RunReplayView.as_view(), name="run-replay"),
     path("runs/<str:run_id>/approvals", views.RunApprovalListView.as_view(), name="run-approvals"),
     path(
         "runs/<str:run_id>/approvals/<str:call_id>",
@@ -15,4 +16,5 @@ urlpatterns = [
         name="run-approval-decision",
     ),
     path("reports/costs", reports.CostReportView.as_view(), name="report-costs"),
+    path("policies/what-if", views.PolicyWhatIfView.as_view(), name="policy-what-if"),
 ]

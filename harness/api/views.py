@@ -13,9 +13,11 @@ from harness.api.serializers import (
     RunFilterSerializer,
     RunSerializer,
     TraceSerializer,
+    WhatIfSerializer,
 )
 from harness.errors import HarnessError
 from harness.queries import access_run_by_id, list_runs
+from harness.replay import replay_run, what_if
 from harness.services import RunRequest, cancel_run, decide_tool_call, start_run
 from policy import services as policy
 from traces.queries import get_trace
@@ -136,3 +138,29 @@ class RunApprovalDecisionView(APIView):
             comment=body.validated_data.get("comment", ""),
         )
         return Response(RunSerializer(run).data)
+
+
+class RunReplayView(APIView):
+    @extend_schema(request=None, responses={200: dict})
+    def post(self, request: Request, run_id: str) -> Response:
+        """Re-decide the run's recorded tool calls under today's code and policy, from its
+        recorded model responses and tool results (no model, no tool, nothing written), and
+        report where it diverges."""
+        run = access_run_by_id(request.user.tenant, run_id)
+        return Response(replay_run(run).to_dict())
+
+
+class PolicyWhatIfView(APIView):
+    @extend_schema(
+        request=WhatIfSerializer, responses={200: dict}, parameters=[ACTING_USER_PARAMETER]
+    )
+    def post(self, request: Request) -> Response:
+        """The calls of the tenant's last ``limit`` runs a proposed policy change would change,
+        before it is saved (nothing is). The acting user needs policy:admin."""
+        tenant = request.user.tenant
+        user = request.headers.get("X-Harness-User", "").strip()
+        policy.require_scope(tenant.slug, user, policy.POLICY_ADMIN_SCOPE)
+        body = WhatIfSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        return Response(what_if(tenant, data["changes"], data["limit"]))

@@ -1,0 +1,577 @@
+"""Replay and what-if: a recorded run re-decided under today's code and policy, and a proposed
+policy change previewed over a tenant's last runs — before it is saved.
+
+Replay reads what the run recorded — the model's responses and the tool results, from the
+run's sealed (clear) conversation, or from the masked audit records where there is none — and
+puts every proposed tool call through the same decision chain as the loop (``precheck_call``
+and ``rule_gate`` of ``harness.tool_calls``), asking the policy through an in-memory
+``PolicySnapshot``. It never calls a model, never executes a tool and writes nothing: no span,
+audit record, approval, label, ledger charge or limit counter. The labels a run holds (chain
+rules) and the tool calls it made (limits) are counted in memory.
+
+Each call gets a verdict before (what the run recorded) and after (today): ``allowed``,
+``refused`` (by which check and rule), ``needs_approval`` or ``not_executed`` (the loop's
+repeated-call stop). A call diverges when its verdict, the refusing check or rule, its schema
+violations, or its arguments (today's gateway re-reading the raw text the model sent) differ.
+The final answer diverges when today's honesty guard, over the replayed tool results, would
+give another one. The model's later responses are the recorded ones: after the first
+divergence the model would have seen something else, which the report says (``first_divergence``).
+
+What-if replays the tenant's last N runs twice, under today's policy and under today's policy
+with the proposed change, and lists the calls whose verdict differs between the two.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any, cast
+
+from gateway.messages import Message, ToolCall
+from gateway.services import parse_tool_arguments
+from harness.agent_registry import AgentSpec, get_agent
+from harness.errors import HarnessError, ReplayUnavailable
+from harness.honesty import find_unreported_failures, honest_answer
+from harness.models import Run, RunStatus, Tenant
+from harness.tool_calls import (
+    PolicyQuestions,
+    limit_error,
+    precheck_call,
+    rule_error,
+    rule_gate,
+    tool_message,
+)
+from policy import services as policy
+from tools.errors import ToolErrorCode, ToolFilesInvalid
+from tools.services import ToolDefinition, ToolRegistry, get_tool_registry
+from traces.queries import get_trace
+from traces.services import unseal
+
+ALLOWED, REFUSED, NEEDS_APPROVAL, NOT_EXECUTED = (
+    "allowed",
+    "refused",
+    "needs_approval",
+    "not_executed",
+)
+MAX_WHAT_IF_RUNS = 200
+
+# Tool errors the policy produces, and the check each comes from (when the trace has no span).
+_REFUSAL_CODES = {
+    ToolErrorCode.UNKNOWN_TOOL: "tool_enabled",
+    ToolErrorCode.PERMISSION_DENIED: "acl",
+    ToolErrorCode.INVALID_ARGUMENTS_JSON: "arguments_json",
+    ToolErrorCode.INVALID_ARGUMENTS: "schema",
+    ToolErrorCode.LIMIT_EXCEEDED: "limit",
+}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the decision chain made of one call."""
+
+    verdict: str
+    check: str = ""
+    rule: str = ""
+    reason: str = ""
+    violations: tuple[dict[str, str], ...] = ()
+
+    def same_as(self, other: Verdict) -> bool:
+        return (self.verdict, self.check, self.rule, self.violations) == (
+            other.verdict,
+            other.check,
+            other.rule,
+            other.violations,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["violations"] = list(self.violations)
+        return {key: value for key, value in data.items() if value not in ("", [])}
+
+
+@dataclass
+class CallReplay:
+    step: int
+    call_id: str
+    tool: str
+    before: Verdict
+    after: Verdict
+    arguments_changed: bool = False
+    recorded_arguments: Any = None
+    arguments: Any = None
+
+    @property
+    def divergence(self) -> str:
+        """ "" when nothing changed, else what changed, in one word."""
+        before, after = self.before.verdict, self.after.verdict
+        if before != after:
+            return {REFUSED: "now_refused", NEEDS_APPROVAL: "now_needs_approval"}.get(
+                after, "now_allowed" if after == ALLOWED else f"now_{after}"
+            )
+        if self.before.violations != self.after.violations:
+            return "validation_changed"
+        if not self.before.same_as(self.after):
+            return "refused_differently" if after == REFUSED else "rule_changed"
+        if self.arguments_changed:
+            return "arguments_changed"
+        return ""
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {
+            "step": self.step,
+            "call_id": self.call_id,
+            "tool": self.tool,
+            "before": self.before.to_dict(),
+            "after": self.after.to_dict(),
+            "divergence": self.divergence or None,
+        }
+        if self.arguments_changed:
+            data |= {"recorded_arguments": self.recorded_arguments, "arguments": self.arguments}
+        return data
+
+
+@dataclass
+class ReplayReport:
+    run_id: str
+    request_id: str
+    source: str  # "sealed" (the clear conversation) or "audit" (masked records)
+    policy_version: int
+    proposed: list[dict[str, Any]]
+    calls: list[CallReplay]
+    recorded_answer: str | None
+    replayed_answer: str | None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def divergent_calls(self) -> list[CallReplay]:
+        return [call for call in self.calls if call.divergence]
+
+    @property
+    def answer_changed(self) -> bool:
+        return self.replayed_answer != self.recorded_answer
+
+    def to_dict(self) -> dict[str, Any]:
+        divergent = self.divergent_calls
+        first = divergent[0] if divergent else None
+        return {
+            "run_id": self.run_id,
+            "request_id": self.request_id,
+            "source": self.source,
+            "policy_version": self.policy_version,
+            "proposed": self.proposed,
+            "diverged": bool(divergent) or self.answer_changed,
+            "first_divergence": (
+                {"step": first.step, "call_id": first.call_id, "tool": first.tool}
+                if first
+                else None
+            ),
+            "divergences": [call.to_dict() for call in divergent],
+            "calls": [call.to_dict() for call in self.calls],
+            "answer": {
+                "recorded": self.recorded_answer,
+                "replayed": self.replayed_answer,
+                "changed": self.answer_changed,
+            },
+            "notes": self.notes,
+        }
+
+
+# --- replay ----------------------------------------------------------------------------------
+
+
+def replay_run(run: Run, snapshot: policy.PolicySnapshot | None = None) -> ReplayReport:
+    """Re-decide every tool call of a recorded run under today's code and ``snapshot`` (by
+    default the tenant's policy as it is now). Reads only; no model, no tool, no writes."""
+    snapshot = snapshot or policy.policy_snapshot(run.tenant.slug)
+    try:
+        agent = get_agent(run.agent)
+        registry = get_tool_registry()
+    except (HarnessError, ToolFilesInvalid) as exc:
+        raise ReplayUnavailable(
+            f"The run's agent or tools cannot be loaded today: {exc}", {"run_id": str(run.id)}
+        ) from exc
+    recorded = _recorded_conversation(run)
+    spans = _policy_spans(run.request_id)
+    state = _DryRun(run, agent, registry, snapshot)
+    calls: list[CallReplay] = []
+    replayed: list[Message] = []
+    results = {m.tool_call_id: m for m in recorded.messages if m.role == "tool"}
+    step = 0
+    for message in recorded.messages[recorded.start :]:
+        if message.role == "tool":
+            continue  # replaced by the replayed result of its call, below
+        replayed.append(message)
+        if message.role != "assistant" or not message.tool_calls:
+            continue
+        step += 1
+        for call in sorted(message.tool_calls, key=lambda c: c.index):
+            result = results.get(call.id)
+            before = _recorded_verdict(call, result, spans.get(call.id, []))
+            replay, shown = state.decide(call, before, result)
+            replay.step = step
+            calls.append(replay)
+            if shown is not None:
+                replayed.append(shown)
+    return ReplayReport(
+        run_id=str(run.id),
+        request_id=run.request_id,
+        source=recorded.source,
+        policy_version=snapshot.version,
+        proposed=[edit.describe() for edit in snapshot.edits],
+        calls=calls,
+        recorded_answer=recorded.answer,
+        replayed_answer=_replayed_answer(run, recorded, replayed),
+        notes=recorded.notes,
+    )
+
+
+class _DryRun:
+    """The decision chain for one run's calls, without side effects: labels and call counts
+    are kept here, the policy is a snapshot."""
+
+    def __init__(
+        self, run: Run, agent: AgentSpec, registry: ToolRegistry, snapshot: policy.PolicySnapshot
+    ) -> None:
+        self.agent = agent
+        self.registry = registry
+        self.snapshot = snapshot
+        self.user = run.user_id
+        self.held: dict[str, policy.HeldLabelValue] = {}
+        self.limits = policy.run_tool_limits(str(run.id))
+        self.calls_total = 0
+        self.calls_per_tool: dict[str, int] = {}
+        self.ask = PolicyQuestions(
+            acl=lambda call, tool: snapshot.authorize_scopes(self.user, tool.access),
+            chain=lambda tool: snapshot.check_chain_rules(
+                tool.name, tool.carries, tool.sink, self.held
+            ),
+            callable_tools=self._callable_tools,
+        )
+
+    def _callable_tools(self) -> list[str]:
+        tools = (self.registry.get(name) for name in self.agent.tools)
+        return [
+            tool.name
+            for tool in tools
+            if tool
+            and tool.enabled
+            and self.snapshot.authorize_scopes(self.user, tool.access).allowed
+        ]
+
+    def decide(
+        self, call: ToolCall, before: Verdict, result: Message | None
+    ) -> tuple[CallReplay, Message | None]:
+        """Today's verdict on ``call`` and the result the model would be shown (the recorded
+        one where the call ran then and would run now; ``None`` while held)."""
+        today = _reparsed(call)
+        replay = CallReplay(0, call.id, call.name, before, before)
+        if today.arguments != call.arguments:
+            replay.arguments_changed = True
+            replay.recorded_arguments = call.arguments
+            replay.arguments = today.arguments
+        if before.verdict == NOT_EXECUTED:
+            return replay, result
+        executed_then = before.verdict in (ALLOWED, NEEDS_APPROVAL) and _ran(result)
+        pre = precheck_call(today, self.agent, self.registry, self.ask)
+        if pre.check:
+            rule = pre.chain.rule if pre.check == "chain" and pre.chain else ""
+            replay.after = Verdict(
+                REFUSED, pre.check, rule, pre.error.message, tuple(pre.violations)
+            )
+            return replay, tool_message(today, error=pre.error)
+        # A call that passed the prechecks has its tool and its chain verdict.
+        tool, chain = cast(ToolDefinition, pre.tool), cast(policy.RuleVerdict, pre.chain)
+        verdict = self.snapshot.check_call_rules(tool.name, tool.approval, today.arguments or {})
+        gate = rule_gate(verdict, chain)
+        if gate is not None and gate[0] == "refuse":
+            replay.after = Verdict(REFUSED, "call_rule", gate[1].rule, gate[1].reason)
+            return replay, tool_message(today, error=rule_error(today, gate[1]))
+        if gate is not None:
+            replay.after = Verdict(NEEDS_APPROVAL, "approval", gate[1].rule, gate[1].reason)
+            if not executed_then:
+                return replay, result  # held then and now, or held now: no result to show
+        refusal = self._count(tool)
+        if refusal is not None:
+            replay.after = Verdict(REFUSED, "limit", refusal[0], refusal[1])
+            return replay, tool_message(today, error=limit_error(today, *refusal))
+        for label in tool.carries:
+            self.held.setdefault(label, policy.HeldLabelValue(label, call.id, tool.name))
+        if gate is None:
+            replay.after = Verdict(ALLOWED)
+        if executed_then:
+            return replay, result
+        return replay, _not_recorded(today)
+
+    def _count(self, tool: ToolDefinition) -> tuple[str, str] | None:
+        """The run's tool-call limits, counted in memory (the tenant's daily count is not
+        replayed: it belongs to the day the run ran)."""
+        per_tool = self.limits.calls_per_tool_limit
+        used = self.calls_per_tool.get(tool.name, 0)
+        if per_tool is not None and used >= per_tool:
+            return "max_calls_per_tool", f"this run may call {tool.name} at most {per_tool} times"
+        total = self.limits.tool_calls_limit
+        if total is not None and self.calls_total >= total:
+            return "max_tool_calls_per_run", f"this run may make {total} tool calls"
+        self.calls_per_tool[tool.name] = used + 1
+        self.calls_total += 1
+        return None
+
+
+def _reparsed(call: ToolCall) -> ToolCall:
+    """The call as today's gateway would read the raw arguments the model sent."""
+    if not call.raw_arguments:
+        return call
+    arguments, error = parse_tool_arguments(call.raw_arguments)
+    return ToolCall(
+        id=call.id,
+        name=call.name,
+        arguments=arguments,
+        index=call.index,
+        raw_arguments=call.raw_arguments,
+        parse_error=error,
+    )
+
+
+def _ran(result: Message | None) -> bool:
+    """The recorded result is the tool's own (it ran), not a refusal by the harness."""
+    if result is None:
+        return False
+    body = _body(result)
+    if body.get("ok"):
+        return True
+    code = (body.get("error") or {}).get("code")
+    return code not in {*_REFUSAL_CODES, ToolErrorCode.POLICY_REFUSED} | {
+        ToolErrorCode.APPROVAL_DENIED,
+        "not_executed",
+    }
+
+
+def _not_recorded(call: ToolCall) -> Message:
+    body = {"ok": True, "result": None, "replay": "not run in the recorded run: no result"}
+    return Message(role="tool", content=json.dumps(body), tool_call_id=call.id, name=call.name)
+
+
+def _body(message: Message) -> dict[str, Any]:
+    try:
+        body = json.loads(message.content)
+    except ValueError:
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
+def _recorded_verdict(call: ToolCall, result: Message | None, spans: list[dict]) -> Verdict:
+    """What the run decided for ``call``: from its policy-check spans where the trace has
+    them, else from the tool error the model was shown."""
+    for span in spans:
+        attributes = span["attributes"]
+        if attributes.get("check") == "approval" and attributes.get("held"):
+            return Verdict(
+                NEEDS_APPROVAL,
+                "approval",
+                str(attributes.get("rule") or ""),
+                str(attributes.get("reason") or ""),
+            )
+    body = _body(result) if result is not None else {}
+    error = body.get("error") or {}
+    for span in spans:
+        attributes = span["attributes"]
+        check = attributes.get("check")
+        if span["status"] == "refused" and check not in ("approval", "honesty"):
+            rule = attributes.get("rule")
+            rule = rule if isinstance(rule, str) else ""
+            if check == "limit":
+                rule = (error.get("details") or {}).get("limit", "")
+            violations = tuple((error.get("details") or {}).get("violations") or ())
+            return Verdict(REFUSED, check, rule, str(error.get("message", "")), violations)
+    if result is None:
+        return Verdict(NEEDS_APPROVAL, "approval") if spans else Verdict(NOT_EXECUTED)
+    if body.get("ok"):
+        return Verdict(ALLOWED)
+    code = error.get("code")
+    details = error.get("details") or {}
+    message = str(error.get("message", ""))
+    if code == "not_executed":
+        return Verdict(NOT_EXECUTED, reason=message)
+    if code == ToolErrorCode.APPROVAL_DENIED:
+        return Verdict(NEEDS_APPROVAL, "approval", str(details.get("rule", "")))
+    if code == ToolErrorCode.POLICY_REFUSED:
+        check = "chain" if details.get("label") else "call_rule"
+        return Verdict(REFUSED, check, str(details.get("rule", "")), message)
+    if code in _REFUSAL_CODES:
+        rule = str(details.get("limit", "")) if code == ToolErrorCode.LIMIT_EXCEEDED else ""
+        violations = tuple(details.get("violations") or ())
+        return Verdict(REFUSED, _REFUSAL_CODES[code], rule, message, violations)
+    return Verdict(ALLOWED)  # it ran, and failed
+
+
+def _policy_spans(request_id: str) -> dict[str, list[dict]]:
+    spans: dict[str, list[dict]] = {}
+    for span in get_trace(request_id)["spans"]:
+        call_id = span["attributes"].get("call_id")
+        if span["kind"] == "policy_check" and call_id:
+            spans.setdefault(call_id, []).append(span)
+    return spans
+
+
+def _replayed_answer(run: Run, recorded: _Recorded, replayed: list[Message]) -> str | None:
+    """Today's honesty guard on the model's final text, over the replayed tool results."""
+    last = recorded.messages[-1] if recorded.messages else None
+    if run.status != RunStatus.SUCCEEDED or last is None or last.role != "assistant":
+        return recorded.answer  # the run stopped for another reason: nothing to re-derive
+    if last.tool_calls:
+        return recorded.answer
+    failures = find_unreported_failures(last.content, replayed)
+    return honest_answer(last.content, failures) if failures else last.content
+
+
+# --- what the run recorded -------------------------------------------------------------------
+
+
+@dataclass
+class _Recorded:
+    source: str
+    messages: list[Message]
+    start: int
+    answer: str | None
+    notes: list[str] = field(default_factory=list)
+
+
+def _recorded_conversation(run: Run) -> _Recorded:
+    sealed = unseal(run.sealed, None)
+    if sealed and sealed.get("messages"):
+        messages = [Message.from_dict(m) for m in sealed["messages"]]
+        return _Recorded("sealed", messages, _run_start(messages), sealed.get("answer"))
+    return _from_audit(run)
+
+
+def _run_start(messages: list[Message]) -> int:
+    """A run's own messages follow its input, the last user message (earlier turns of its
+    session come before it)."""
+    users = [i for i, m in enumerate(messages) if m.role == "user"]
+    return users[-1] if users else 0
+
+
+def _from_audit(run: Run) -> _Recorded:
+    """The conversation rebuilt from the masked audit records: responses from
+    ``model_response``, results from ``tool_io`` or the refusal's span."""
+    messages: list[Message] = [Message(role="user", content=run.input)]
+    refusals: dict[str, dict] = {}
+    results: dict[str, Message] = {}
+    responses: list[dict] = []
+    for span in get_trace(run.request_id)["spans"]:
+        attributes = span["attributes"]
+        if span["kind"] == "policy_check" and attributes.get("error"):
+            refusals[attributes.get("call_id", "")] = attributes["error"]
+        for record in span["audit"]:
+            payload = record["payload"]
+            if record["kind"] == "model_response":
+                responses.append(payload)
+            elif record["kind"] == "tool_io":
+                ok = payload.get("error") is None
+                body = (
+                    {"ok": ok, "result": payload.get("result")}
+                    if ok
+                    else {
+                        "ok": False,
+                        "error": payload.get("error"),
+                    }
+                )
+                results[payload.get("call_id", "")] = Message(
+                    role="tool",
+                    content=json.dumps(body, default=str),
+                    tool_call_id=payload.get("call_id"),
+                    name=payload.get("tool"),
+                    is_error=not ok,
+                )
+    for payload in responses:
+        calls = tuple(ToolCall.from_dict(c) for c in payload.get("tool_calls") or ())
+        messages.append(
+            Message(role="assistant", content=payload.get("text") or "", tool_calls=calls)
+        )
+        for call in calls:
+            if call.id in results:
+                messages.append(results[call.id])
+            elif call.id in refusals:
+                body = {"ok": False, "error": refusals[call.id]}
+                messages.append(
+                    Message(
+                        role="tool",
+                        content=json.dumps(body),
+                        tool_call_id=call.id,
+                        name=call.name,
+                        is_error=True,
+                    )
+                )
+    notes = [
+        "No clear copy of this run's conversation: it was rebuilt from the masked audit "
+        "records, so masked arguments may fail validation that the clear ones passed."
+    ]
+    return _Recorded("audit", messages, 0, run.answer or None, notes)
+
+
+# --- what-if ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WhatIfChange:
+    run_id: str
+    request_id: str
+    step: int
+    call_id: str
+    tool: str
+    before: Verdict
+    after: Verdict
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "request_id": self.request_id,
+            "step": self.step,
+            "call_id": self.call_id,
+            "tool": self.tool,
+            "before": self.before.to_dict(),
+            "after": self.after.to_dict(),
+        }
+
+
+def what_if(tenant: Tenant, changes: list[dict[str, Any]], limit: int) -> dict[str, Any]:
+    """The calls of the tenant's last ``limit`` runs whose verdict the proposed ``changes``
+    would change: each run replayed under today's policy, then under today's policy with the
+    changes (in memory only). Raises ``InvalidRule``/``RuleNotFound`` for a malformed
+    change. Writes nothing."""
+    current = policy.policy_snapshot(tenant.slug)
+    proposed = policy.policy_snapshot(tenant.slug, changes)
+    runs = list(
+        Run.objects.filter(tenant=tenant)
+        .exclude(status__in=[RunStatus.QUEUED, RunStatus.RUNNING])
+        .select_related("tenant")
+        .order_by("-created_at")[: min(limit, MAX_WHAT_IF_RUNS)]
+    )
+    changed: list[WhatIfChange] = []
+    skipped: list[dict[str, str]] = []
+    for run in runs:
+        try:
+            now, then = replay_run(run, current), replay_run(run, proposed)
+        except ReplayUnavailable as exc:
+            skipped.append({"run_id": str(run.id), "reason": exc.message})
+            continue
+        for before, after in zip(now.calls, then.calls, strict=True):
+            if not before.after.same_as(after.after):
+                changed.append(
+                    WhatIfChange(
+                        str(run.id),
+                        run.request_id,
+                        before.step,
+                        before.call_id,
+                        before.tool,
+                        before.after,
+                        after.after,
+                    )
+                )
+    return {
+        "policy_version": current.version,
+        "proposed": [edit.describe() for edit in proposed.edits],
+        "runs_examined": len(runs) - len(skipped),
+        "skipped": skipped,
+        "changes": [change.to_dict() for change in changed],
+    }
