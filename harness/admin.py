@@ -154,6 +154,7 @@ class RunAdmin(TenantScopedAdmin):
     )
     date_hierarchy = "created_at"
     change_form_template = "admin/harness/run/change_form.html"
+    change_list_template = "admin/harness/run/change_list.html"
     readonly_fields = [
         "request_id",
         "tenant",
@@ -201,6 +202,26 @@ class RunAdmin(TenantScopedAdmin):
         if run is not None:
             context["timeline"] = run_timeline(run)
         return super().change_view(request, object_id, form_url, context)
+
+    def get_urls(self) -> list[Any]:
+        from django.urls import path
+
+        from harness.admin_views import policy_preview_view, run_replay_view
+
+        wrap = self.admin_site.admin_view
+        return [
+            path(
+                "<path:object_id>/replay/",
+                wrap(lambda request, object_id: run_replay_view(self, request, object_id)),
+                name="harness_run_replay",
+            ),
+            path(
+                "preview-policy/",
+                wrap(lambda request: policy_preview_view(self, request)),
+                name="harness_policy_preview",
+            ),
+            *super().get_urls(),
+        ]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -1,7 +1,9 @@
 """The admin console in a real browser (Playwright driving Debian's chromium): an auditor
-logs in, finds a run by its request id, opens it and reads its timeline.
+logs in, finds a run by its request id, opens it, reads its timeline, replays it, and previews
+a policy change against past runs before saving it.
 
-Set ``HARNESS_SCREENSHOT_DIR`` (e.g. ``docs/screenshots``) to save ``timeline.png`` there.
+Set ``HARNESS_SCREENSHOT_DIR`` (e.g. ``docs/screenshots``) to save ``timeline.png`` and
+``what-if.png`` there.
 Playwright's own browser downloads are never used: the test drives ``/usr/bin/chromium``.
 """
 
@@ -92,6 +94,29 @@ def test_an_auditor_finds_a_run_by_request_id_and_reads_its_timeline(
         if screenshots:
             Path(screenshots).mkdir(parents=True, exist_ok=True)
             page.locator("#timeline").screenshot(path=str(Path(screenshots) / "timeline.png"))
+
+        # Replay it: today's system decides every call as it did.
+        page.click("a.replay-link")
+        page.wait_for_selector("#replay-report")
+        replay_summary = page.locator(".replay-summary").inner_text()
+        replayed_calls = page.locator("tr.replay-call").count()
+
+        # Preview a policy change before saving it: deny bob ticket:write.
+        page.goto(f"{live_server.url}/admin/harness/run/")
+        page.click("a.policy-preview-link")
+        page.wait_for_selector("#policy-preview")
+        page.select_option("#id_tenant", label="acme")
+        page.select_option("#id_op", "add")
+        page.fill("#id_subject", "bob")
+        page.fill("#id_scope", "ticket:write")
+        page.select_option("#id_effect", "deny")
+        page.click("input[name=preview]")
+        page.wait_for_selector("table.policy-diff")
+        added_line = page.locator("table.policy-diff").inner_text()
+        changed = page.locator("tr.what-if-change")
+        changed_calls = [changed.nth(i).inner_text() for i in range(changed.count())]
+        if screenshots:
+            page.locator("#policy-preview").screenshot(path=str(Path(screenshots) / "what-if.png"))
         browser.close()
 
     assert listed_before == 2
@@ -107,3 +132,11 @@ def test_an_auditor_finds_a_run_by_request_id_and_reads_its_timeline(
     assert '"ticket_id": "T-20250318-007"' in arguments
     assert stylesheets.get("base.css") == 200, stylesheets
     assert stylesheets.get("timeline.css") == 200, stylesheets
+    assert "No divergence" in replay_summary
+    assert replayed_calls == 3
+    assert "+ bob  ticket:write  deny" in added_line
+    # Both demo runs assigned the ticket: exactly their update_ticket calls would now be
+    # refused (by the ACL); their reads and notifications are untouched.
+    assert len(changed_calls) == 2
+    assert all("update_ticket" in c and "refused (acl)" in c for c in changed_calls)
+    assert any(run.request_id in c for c in changed_calls)
