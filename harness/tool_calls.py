@@ -316,20 +316,27 @@ def _record_outcome(
     return _tool_message(call, result=shown), True
 
 
-def _refuse(
-    call: ToolCall, scope: CallScope, error: ToolCallError, rule: str
-) -> tuple[Message, bool]:
+def _record_check(
+    scope: CallScope, call: ToolCall, check: str, refused: bool, **attributes: Any
+) -> None:
+    """A ``policy_check`` span for one decision about ``call``."""
     with scope.tracer.span(
         SpanKind.POLICY_CHECK,
-        f"{rule} {call.name}",
+        f"{check} {call.name}",
         scope.parent,
         call_id=call.id,
         tool=call.name,
-        check=rule,
-        allowed=False,
-        error=error.to_dict(),
+        check=check,
+        **attributes,
     ) as span:
-        span.fail(SpanStatus.REFUSED)
+        if refused:
+            span.fail(SpanStatus.REFUSED)
+
+
+def _refuse(
+    call: ToolCall, scope: CallScope, error: ToolCallError, rule: str
+) -> tuple[Message, bool]:
+    _record_check(scope, call, rule, refused=True, allowed=False, error=error.to_dict())
     return _tool_message(call, error=error), False
 
 
@@ -401,20 +408,17 @@ def _hold(
         reason=verdict.reason,
         policy_version=verdict.version,
     )
-    with scope.tracer.span(
-        SpanKind.POLICY_CHECK,
-        f"approval {call.name}",
-        scope.parent,
-        call_id=call.id,
-        tool=call.name,
-        check="approval",
+    _record_check(
+        scope,
+        call,
+        "approval",
+        refused=False,
         held=True,
         approval_id=approval.pk,
         arguments_sha256=approval.arguments_sha256,
         expires_at=approval.expires_at.isoformat(),
         **verdict.attributes(),
-    ):
-        pass
+    )
     return None, False
 
 
@@ -422,17 +426,7 @@ def _refuse_by_rule(
     call: ToolCall, scope: CallScope, verdict: policy.RuleVerdict, check: str
 ) -> tuple[Message, bool]:
     error = rule_error(call, verdict)
-    with scope.tracer.span(
-        SpanKind.POLICY_CHECK,
-        f"{check} {call.name}",
-        scope.parent,
-        call_id=call.id,
-        tool=call.name,
-        check=check,
-        allowed=False,
-        **verdict.attributes(),
-    ) as span:
-        span.fail(SpanStatus.REFUSED)
+    _record_check(scope, call, check, refused=True, allowed=False, **verdict.attributes())
     return _tool_message(call, error=error), False
 
 
@@ -452,18 +446,15 @@ def _refuse_unapproved(
         f"{call.name} was not run: {why}. Do not retry it; tell the user.",
         {"tool": call.name, "approval": approval.status, "rule": approval.rule},
     )
-    with scope.tracer.span(
-        SpanKind.POLICY_CHECK,
-        f"approval {call.name}",
-        scope.parent,
-        call_id=call.id,
-        tool=call.name,
-        check="approval",
+    _record_check(
+        scope,
+        call,
+        "approval",
+        refused=True,
         allowed=False,
         approval=approval.status,
         decided_by=approval.decided_by,
         rule=approval.rule,
         policy_version=approval.policy_version,
-    ) as span:
-        span.fail(SpanStatus.REFUSED)
+    )
     return _tool_message(call, error=error), False
