@@ -200,21 +200,17 @@ def limit_error(call: ToolCall, rule: str, reason: str) -> ToolCallError:
 def _live_questions(scope: CallScope) -> PolicyQuestions:
     def acl(call: ToolCall, tool: ToolDefinition) -> policy.Decision:
         decision = policy.authorize_scopes(scope.tenant, scope.user_id, tool.access)
-        with scope.tracer.span(
-            SpanKind.POLICY_CHECK,
-            f"acl {call.name}",
-            scope.parent,
-            call_id=call.id,
-            tool=call.name,
-            check="acl",
+        _record_check(
+            scope,
+            call,
+            "acl",
+            refused=not decision.allowed,
             scopes=list(tool.access),
             allowed=decision.allowed,
             reason=decision.reason,
             rule=list(decision.rule),
             policy_version=decision.version,
-        ) as span:
-            if not decision.allowed:
-                span.fail(SpanStatus.REFUSED)
+        )
         return decision
 
     return PolicyQuestions(
@@ -297,6 +293,7 @@ def _record_outcome(
         {
             "tool": call.name,
             "call_id": call.id,
+            "status": "ok" if outcome.ok else "error",
             "proposed_arguments": call.raw_arguments,
             "arguments": planned.arguments,
             "result": outcome.result,
@@ -319,7 +316,8 @@ def _record_outcome(
 def _record_check(
     scope: CallScope, call: ToolCall, check: str, refused: bool, **attributes: Any
 ) -> None:
-    """A ``policy_check`` span for one decision about ``call``."""
+    """A ``policy_check`` span for one decision about ``call``, and the same decision as a
+    chained audit record: which rule allowed or refused what is tamper-evident too."""
     with scope.tracer.span(
         SpanKind.POLICY_CHECK,
         f"{check} {call.name}",
@@ -331,6 +329,12 @@ def _record_check(
     ) as span:
         if refused:
             span.fail(SpanStatus.REFUSED)
+        scope.tracer.audit(
+            span,
+            AuditKind.POLICY_DECISION,
+            {"call_id": call.id, "tool": call.name, "check": check, "refused": refused}
+            | attributes,
+        )
 
 
 def _refuse(

@@ -54,6 +54,7 @@ class AuditKind(models.TextChoices):
     MODEL_REQUEST = "model_request"
     MODEL_RESPONSE = "model_response"
     TOOL_IO = "tool_io"
+    POLICY_DECISION = "policy_decision"
 
 
 class AuditRecordQuerySet(models.QuerySet):

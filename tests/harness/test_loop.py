@@ -54,6 +54,10 @@ def test_a_user_without_the_scope_is_refused_and_the_model_is_told(acme, agent_d
     assert check["status"] == "refused"
     assert check["attributes"]["tool"] == "update_ticket"
     assert check["attributes"]["policy_version"] > 0
+    [decision] = check["audit"]  # the decision is in the chained audit too
+    assert decision["kind"] == "policy_decision"
+    assert decision["payload"]["refused"] is True
+    assert decision["payload"]["policy_version"] == check["attributes"]["policy_version"]
     assert spans_of(acme, run, "tool_call") == []
     assert Ticket.objects.get(tenant="acme", ticket_id=TICKET).assignee_id == ""
 
