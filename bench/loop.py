@@ -25,9 +25,9 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "harness.settings.base")
 
 STEPS = 10
-RUNS = 30
-API_RUNS = 60
-ASYNC_RUNS = 60
+RUNS = int(os.environ.get("BENCH_RUNS", "30"))
+API_RUNS = int(os.environ.get("BENCH_API_RUNS", "60"))
+ASYNC_RUNS = int(os.environ.get("BENCH_ASYNC_RUNS", "60"))
 
 
 def bench_database_url() -> str:
@@ -184,11 +184,16 @@ def _async_rate() -> float:
             )[0].id
             for _ in range(ASYNC_RUNS)
         ]
-        while Run.objects.filter(id__in=ids, status="succeeded").count() < len(ids):
+        terminal = ["succeeded", "failed", "cancelled", "budget_exceeded", "step_limit"]
+        while Run.objects.filter(id__in=ids, status__in=terminal).count() < len(ids):
             if time.perf_counter() - started > 600:
                 raise SystemExit("async runs did not finish within 10 minutes")
             time.sleep(0.1)
-        return ASYNC_RUNS / (time.perf_counter() - started)
+        elapsed = time.perf_counter() - started
+        failed = Run.objects.filter(id__in=ids).exclude(status="succeeded").count()
+        if failed:
+            raise SystemExit(f"{failed} of {len(ids)} async runs did not succeed")
+        return ASYNC_RUNS / elapsed
     finally:
         for worker in workers:
             worker.terminate()

@@ -18,7 +18,6 @@ from datetime import timedelta
 from decimal import Decimal
 
 from django.conf import settings
-from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -270,28 +269,28 @@ def _model_step(
         context_saved_tokens=stats.saved_tokens,
         context_method=stats.method,
     )
-    # Writes are grouped in one transaction before the call and one after it: a commit per
-    # group, not per row, is most of what the harness costs per step on PostgreSQL.
-    with transaction.atomic():
-        emit(run.id, EventType.STEP_STARTED, {"step": run.steps})
-        if stats.method != "none":
-            emit(
-                run.id,
-                EventType.CONTEXT_TRIMMED,
-                {"method": stats.method, "saved_tokens": stats.saved_tokens},
-            )
-        tracer.audit(
-            span,
-            AuditKind.MODEL_REQUEST,
-            {
-                "route": agent.model or settings.HARNESS_MODEL,
-                "messages": [m.to_dict() for m in context],
-                "tools": [
-                    {"name": s.name, "description": s.description, "parameters": s.parameters}
-                    for s in specs
-                ],
-            },
+    # Each write commits on its own, on purpose: grouping a step's writes in one transaction
+    # held the tenant's audit-chain head lock across budget and event writes, and concurrent
+    # runs of one tenant deadlocked on it (measured with bench/loop.py, two workers).
+    emit(run.id, EventType.STEP_STARTED, {"step": run.steps})
+    if stats.method != "none":
+        emit(
+            run.id,
+            EventType.CONTEXT_TRIMMED,
+            {"method": stats.method, "saved_tokens": stats.saved_tokens},
         )
+    tracer.audit(
+        span,
+        AuditKind.MODEL_REQUEST,
+        {
+            "route": agent.model or settings.HARNESS_MODEL,
+            "messages": [m.to_dict() for m in context],
+            "tools": [
+                {"name": s.name, "description": s.description, "parameters": s.parameters}
+                for s in specs
+            ],
+        },
+    )
     try:
         turn = sum(1 for m in messages if m.role == "assistant")
         deltas = DeltaEvents(run.id, tracer)
@@ -307,10 +306,9 @@ def _model_step(
         finally:
             deltas.flush()
     except GatewayError as exc:
-        with transaction.atomic():
-            guard.after_model_call(None)
-            span.fail(error_code=str(exc.code), error=exc.message, attempts=exc.attempts)
-            tracer.end(span)
+        guard.after_model_call(None)
+        span.fail(error_code=str(exc.code), error=exc.message, attempts=exc.attempts)
+        tracer.end(span)
         return StepOutcome(
             RunStatus.FAILED,
             detail=f"The model could not be reached: {exc.message}",
@@ -320,21 +318,20 @@ def _model_step(
         span.fail(error=f"{type(exc).__name__}: {exc}")
         tracer.end(span)
         raise
-    with transaction.atomic():
-        _record_response(run, span, response)
-        span.set(charged_usd=guard.after_model_call(response) / 1_000_000)
-        tracer.audit(
-            span,
-            AuditKind.MODEL_RESPONSE,
-            response.to_dict(),
-            sensitive=declared_argument_pointers(response.tool_calls, scope.registry),
-        )
-        tracer.end(span)
-        for call in response.tool_calls:
-            tool = scope.registry.get(call.name)
-            declared = under("/arguments", tool.sensitive.get("arguments")) if tool else {}
-            proposed = {"call_id": call.id, "tool": call.name, "arguments": call.arguments}
-            emit(run.id, EventType.TOOL_CALL_PROPOSED, tracer.mask(proposed, declared))
+    _record_response(run, span, response)
+    span.set(charged_usd=guard.after_model_call(response) / 1_000_000)
+    tracer.audit(
+        span,
+        AuditKind.MODEL_RESPONSE,
+        response.to_dict(),
+        sensitive=declared_argument_pointers(response.tool_calls, scope.registry),
+    )
+    tracer.end(span)
+    for call in response.tool_calls:
+        tool = scope.registry.get(call.name)
+        declared = under("/arguments", tool.sensitive.get("arguments")) if tool else {}
+        proposed = {"call_id": call.id, "tool": call.name, "arguments": call.arguments}
+        emit(run.id, EventType.TOOL_CALL_PROPOSED, tracer.mask(proposed, declared))
     messages.append(response.to_message())
     if not response.tool_calls:
         return StepOutcome(
@@ -436,21 +433,20 @@ def _run_tool_calls(
     ordered = sorted(calls, key=lambda c: c.index)
     held = []
     results = handle_tool_calls(ordered, scope)
-    with transaction.atomic():
-        for call, (result, ok) in zip(ordered, results, strict=True):
-            if result is None:
-                held.append(call)
-                continue
-            messages.append(result)
-            finished = {
-                "call_id": call.id,
-                "tool": call.name,
-                "ok": ok,
-                "error": None if ok else json.loads(result.content).get("error"),
-            }
-            emit(run.id, EventType.TOOL_CALL_FINISHED, scope.tracer.mask(finished))
-        _put_results_in_call_order(messages)
-        _checkpoint(run, messages, driver, scope.tracer)
+    for call, (result, ok) in zip(ordered, results, strict=True):
+        if result is None:
+            held.append(call)
+            continue
+        messages.append(result)
+        finished = {
+            "call_id": call.id,
+            "tool": call.name,
+            "ok": ok,
+            "error": None if ok else json.loads(result.content).get("error"),
+        }
+        emit(run.id, EventType.TOOL_CALL_FINISHED, scope.tracer.mask(finished))
+    _put_results_in_call_order(messages)
+    _checkpoint(run, messages, driver, scope.tracer)
     return held
 
 

@@ -13,8 +13,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import transaction
-
 from gateway.messages import Message, ToolCall
 from harness.agent_registry import AgentSpec
 from policy import services as policy
@@ -78,14 +76,13 @@ def handle_tool_calls(
     """
     results: list[tuple[Message | None, bool] | None] = []
     allowed: list[tuple[int, ToolCall, PlannedCall]] = []
-    with transaction.atomic():  # the decisions' spans, labels and holds: one commit
-        for call in calls:
-            decided = _decide(call, scope)
-            if isinstance(decided, PlannedCall):
-                allowed.append((len(results), call, decided))
-                results.append(None)
-            else:
-                results.append(decided)
+    for call in calls:
+        decided = _decide(call, scope)
+        if isinstance(decided, PlannedCall):
+            allowed.append((len(results), call, decided))
+            results.append(None)
+        else:
+            results.append(decided)
     executed = _execute([(call, planned) for _, call, planned in allowed], scope)
     for (position, _, _), result in zip(allowed, executed, strict=True):
         results[position] = result
@@ -263,8 +260,7 @@ def _execute(
 
     def on_finish(index: int, outcome: ToolOutcome) -> None:
         call, planned = batch[index]
-        with transaction.atomic():  # the call's span and audit record: one commit
-            messages[index] = _record_outcome(call, planned, outcome, spans[index], scope)
+        messages[index] = _record_outcome(call, planned, outcome, spans[index], scope)
 
     execute_tool_calls([planned for _, planned in batch], on_start=on_start, on_finish=on_finish)
     return [messages[index] for index in range(len(batch))]
