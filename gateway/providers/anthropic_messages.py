@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.messages import Message, ModelResponse, ToolSpec, Usage
-from gateway.providers.clients import anthropic_client, translate_error
+from gateway.providers.clients import anthropic_client, stream_object, translate_error
 from gateway.reliability import ProviderFailure
 from gateway.routes import Route
 from gateway.streaming import EventSink, ToolCallAssembler, server_sent_events
@@ -256,13 +256,7 @@ def _stream_error(error: dict[str, Any]) -> ProviderFailure:
 
 
 def _json(data: str) -> dict[str, Any]:
-    try:
-        value = json.loads(data)
-    except ValueError as exc:
-        raise ProviderFailure("bad_response", f"a stream event is not JSON: {data[:200]}") from exc
-    if not isinstance(value, dict):
-        raise ProviderFailure("bad_response", f"a stream event is not an object: {data[:200]}")
-    return value
+    return stream_object(data, "stream event")
 
 
 def _response(

@@ -8,6 +8,7 @@ given per request, from the route.
 
 from __future__ import annotations
 
+import json
 import threading
 from typing import Any
 
@@ -103,3 +104,14 @@ def _client(route: Route, build: Any) -> Any:
             if client is None:
                 client = _clients[key] = build()
     return client
+
+
+def stream_object(data: str, what: str) -> dict[str, Any]:
+    """One server-sent event's JSON object; anything else is a ``bad_response`` failure."""
+    try:
+        value = json.loads(data)
+    except ValueError as exc:
+        raise ProviderFailure("bad_response", f"a {what} is not JSON: {data[:200]}") from exc
+    if not isinstance(value, dict):
+        raise ProviderFailure("bad_response", f"a {what} is not an object: {data[:200]}")
+    return value

@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from gateway.messages import Message, ModelResponse, ToolSpec, Usage
-from gateway.providers.clients import openai_client, translate_error
+from gateway.providers.clients import openai_client, stream_object, translate_error
 from gateway.reliability import ProviderFailure
 from gateway.routes import Route
 from gateway.streaming import EventSink, ToolCallAssembler, server_sent_events
@@ -194,13 +194,7 @@ def _read_delta(
 
 
 def _json(data: str) -> dict[str, Any]:
-    try:
-        value = json.loads(data)
-    except ValueError as exc:
-        raise ProviderFailure("bad_response", f"a stream chunk is not JSON: {data[:200]}") from exc
-    if not isinstance(value, dict):
-        raise ProviderFailure("bad_response", f"a stream chunk is not an object: {data[:200]}")
-    return value
+    return stream_object(data, "stream chunk")
 
 
 def _response(
