@@ -372,6 +372,7 @@ SCOPED_ELSEWHERE = {
     "traces.span": "tenant",
     "traces.auditrecord": "tenant",
     "traces.auditchainhead": "tenant",
+    "traces.auditrunlink": "tenant",
     "traces.auditcheckpoint": "tenant",
     "traces.fingerprint": "tenant",
     "traces.retentionpolicy": "tenant",

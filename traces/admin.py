@@ -5,6 +5,7 @@ from traces.models import (
     AuditChainHead,
     AuditCheckpoint,
     AuditRecord,
+    AuditRunLink,
     Fingerprint,
     RetentionPolicy,
     Span,
@@ -35,6 +36,13 @@ class SpanAdmin(ReadOnlyAdmin):
 class AuditRecordAdmin(ReadOnlyAdmin):
     list_display = ["tenant", "sequence", "request_id", "kind", "span_id", "created_at"]
     list_filter = ["kind", "tenant"]
+    search_fields = ["=request_id"]
+
+
+@admin.register(AuditRunLink)
+class AuditRunLinkAdmin(ReadOnlyAdmin):
+    list_display = ["tenant", "sequence", "request_id", "run_sequence", "created_at"]
+    list_filter = ["tenant"]
     search_fields = ["=request_id"]
 
 

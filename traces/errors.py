@@ -5,6 +5,7 @@ from enum import StrEnum
 
 class TraceErrorCode(StrEnum):
     AUDIT_RECORD_IMMUTABLE = "audit_record_immutable"
+    NON_FINITE_NUMBER = "non_finite_number"
 
 
 class TraceError(Exception):
@@ -27,3 +28,21 @@ class AuditRecordImmutable(TraceError):
         super().__init__(
             f"Audit records are append-only: {operation} refused.", {"operation": operation}
         )
+
+
+class NonFiniteNumber(TraceError):
+    """A value to store holds NaN or ±Infinity, which JSON (and PostgreSQL's jsonb) cannot hold.
+
+    ``details["path"]`` is the JSON pointer of the first such number (``""`` for the root).
+    The engine turns a model's tool arguments holding one into an ``invalid_arguments`` error.
+    """
+
+    code = TraceErrorCode.NON_FINITE_NUMBER
+    http_status = 400
+
+    def __init__(self, path: str, value: float) -> None:
+        super().__init__(
+            f"{value!r} at {path or '/'} is not a finite number: JSON cannot hold it.",
+            {"path": path, "value": repr(value)},
+        )
+        self.path = path

@@ -57,11 +57,12 @@ class AuditKind(models.TextChoices):
     POLICY_DECISION = "policy_decision"
 
 
-class AuditRecordQuerySet(models.QuerySet):
-    """Audit records are evidence: the ORM refuses to change or remove them in bulk.
+class AppendOnlyQuerySet(models.QuerySet):
+    """Audit rows are evidence: the ORM refuses to change or remove them in bulk.
 
-    The one way rows leave is retention (``traces.retention``), which deletes a verified
-    prefix of a tenant's chain and leaves a signed checkpoint in its place.
+    The one way rows leave is retention (``traces.retention``), which deletes whole expired
+    runs — a verified prefix of a tenant's link chain and those runs' records — and leaves a
+    signed checkpoint in their place. On PostgreSQL, triggers refuse the same in raw SQL.
     """
 
     def update(self, **kwargs: Any) -> int:
@@ -77,13 +78,36 @@ class AuditRecordQuerySet(models.QuerySet):
         raise AuditRecordImmutable("insert outside the chain")
 
 
-class AuditRecord(models.Model):
-    """What the model was sent and answered, and what each tool received and returned.
+# Kept under its old name: other code and tests refer to it.
+AuditRecordQuerySet = AppendOnlyQuerySet
 
-    Append-only and hash-chained per tenant: ``sequence`` numbers a tenant's records 1, 2, …,
-    ``prev_hash`` is the hash of the record before (or of the retention checkpoint), ``hash``
-    is SHA-256 over the canonical JSON of this record's content and ``prev_hash``.
-    Written only by ``traces.chain.append_audit_record``.
+
+class AppendOnlyModel(models.Model):
+    """A row that is inserted once, with its hash set, and never saved or deleted again."""
+
+    class Meta:
+        abstract = True
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if not self._state.adding:
+            raise AuditRecordImmutable("update")
+        if not getattr(self, "hash", ""):
+            raise AuditRecordImmutable("insert outside the chain")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
+        raise AuditRecordImmutable("delete")
+
+
+class AuditRecord(AppendOnlyModel):
+    """What the model was sent and answered, what each tool received and returned, and which
+    policy decision allowed or refused what.
+
+    Append-only and hash-chained per run: ``sequence`` numbers a run's records 1, 2, …,
+    ``prev_hash`` is the hash of the run's record before (the genesis hash for the first),
+    ``hash`` is SHA-256 over the canonical JSON of this record's content and ``prev_hash``.
+    A run's head is linked into its tenant's chain (``AuditRunLink``) when it pauses or ends.
+    Written only through ``traces.chain`` (``RunChain.link`` + ``insert_records``).
     """
 
     request_id = models.CharField(max_length=32, db_index=True)
@@ -96,34 +120,63 @@ class AuditRecord(models.Model):
     prev_hash = models.CharField(max_length=64)
     hash = models.CharField(max_length=64)
 
-    objects = AuditRecordQuerySet.as_manager()
+    objects = AppendOnlyQuerySet.as_manager()
 
     class Meta:
-        ordering = ["request_id", "id"]
+        ordering = ["request_id", "sequence"]
         constraints = [
-            models.UniqueConstraint(fields=["tenant", "sequence"], name="audit_unique_sequence")
+            models.UniqueConstraint(
+                fields=["request_id", "sequence"], name="audit_unique_run_sequence"
+            )
         ]
 
     def __str__(self) -> str:
-        return f"{self.kind} in {self.request_id}"
+        return f"{self.kind} {self.sequence} in {self.request_id}"
 
-    def save(self, *args: Any, **kwargs: Any) -> None:
-        if not self._state.adding:
-            raise AuditRecordImmutable("update")
-        if not self.hash:
-            raise AuditRecordImmutable("insert outside the chain")
-        super().save(*args, **kwargs)
 
-    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
-        raise AuditRecordImmutable("delete")
+class AuditRunLink(AppendOnlyModel):
+    """A run's chain head, linked into its tenant's chain when the run paused or ended.
+
+    ``sequence`` numbers a tenant's links 1, 2, …; ``run_sequence`` and ``run_hash`` name the
+    run's last record at that moment; ``prev_hash`` is the tenant's previous link (or the
+    retention checkpoint's hash) and ``hash`` covers all of it. A run that pauses and resumes
+    has one link per pause or end. Written only by ``traces.chain.anchor_run``.
+    """
+
+    tenant = models.CharField(max_length=64, db_index=True)
+    sequence = models.PositiveBigIntegerField()
+    request_id = models.CharField(max_length=32, db_index=True)
+    run_sequence = models.PositiveBigIntegerField()
+    run_hash = models.CharField(max_length=64)
+    prev_hash = models.CharField(max_length=64)
+    hash = models.CharField(max_length=64)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    objects = AppendOnlyQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["tenant", "sequence"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "sequence"], name="audit_link_unique_sequence"
+            ),
+            models.UniqueConstraint(
+                fields=["request_id", "run_sequence"], name="audit_link_unique_run_head"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tenant} link {self.sequence}: run {self.request_id} at {self.run_sequence}"
 
 
 class AuditChainHead(models.Model):
-    """The last link of a tenant's audit chain.
+    """The last link of a tenant's chain of run links.
 
-    Appenders lock this row (``SELECT … FOR UPDATE``), so concurrent writers of one tenant
-    take turns and never fork the chain; verification compares the chain's end with it, which
-    is how a deleted last record is noticed. ``signature`` is an HMAC with the settings key.
+    ``anchor_run`` locks this row (``SELECT … FOR UPDATE``) once per run pause or end, so
+    concurrent anchors of one tenant take turns and never fork the chain; verification compares
+    the chain's end with it, which is how a deleted last link is noticed. ``signature`` is an
+    HMAC with the settings key; ``manage.py audit_head`` exports it, so a chain cut back to an
+    earlier signed head is caught by ``verify_audit --expect-head``.
     """
 
     tenant = models.CharField(max_length=64, unique=True)
@@ -133,11 +186,11 @@ class AuditChainHead(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:
-        return f"{self.tenant} head at {self.sequence}"
+        return f"{self.tenant} head at link {self.sequence}"
 
 
 class AuditCheckpoint(models.Model):
-    """The last link retention deleted: where a tenant's chain verification starts.
+    """The last run link retention deleted: where a tenant's chain verification starts.
 
     ``signature`` is an HMAC (``HARNESS_AUDIT_CHECKPOINT_KEY``) over tenant, sequence and hash,
     so a forged checkpoint cannot hide records removed by someone else.
@@ -151,7 +204,7 @@ class AuditCheckpoint(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:
-        return f"{self.tenant} checkpoint at {self.sequence}"
+        return f"{self.tenant} checkpoint at link {self.sequence}"
 
 
 class Fingerprint(models.Model):
