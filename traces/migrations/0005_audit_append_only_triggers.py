@@ -23,7 +23,7 @@ $$ LANGUAGE plpgsql;
 def create_triggers(apps, schema_editor):
     if schema_editor.connection.vendor != "postgresql":
         return
-    schema_editor.execute(CREATE_FUNCTION)
+    schema_editor.execute(CREATE_FUNCTION, params=None)
     for table in TABLES:
         schema_editor.execute(
             f"CREATE TRIGGER {table}_append_only BEFORE UPDATE OR DELETE ON {table} "
