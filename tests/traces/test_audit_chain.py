@@ -5,6 +5,7 @@ superuser who bypasses the append-only triggers)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import threading
@@ -104,7 +105,7 @@ def test_runs_are_chains_linked_into_their_tenants_chain(acme, globex):
         records = list(AuditRecord.objects.filter(request_id=run).order_by("id"))
         assert [r.sequence for r in records] == list(range(1, len(records) + 1))
         assert records[0].prev_hash == GENESIS_HASH
-        assert all(b.prev_hash == a.hash for a, b in zip(records, records[1:], strict=False))
+        assert all(b.prev_hash == a.hash for a, b in itertools.pairwise(records))
     one, two = AuditRunLink.objects.filter(tenant="acme").order_by("sequence")
     assert (one.sequence, one.request_id, one.run_hash) == (1, first, last_record(first).hash)
     assert (two.request_id, two.run_sequence) == (second, last_record(second).sequence)
@@ -333,7 +334,7 @@ def test_a_broken_chain_of_one_tenant_leaves_the_others_verified(acme, globex):
 def test_a_tenant_whose_chain_is_missing_while_it_has_runs_is_reported(acme):
     run = demo_run(acme)
     for table in ("traces_auditrecord", "traces_auditrunlink", "traces_auditchainhead"):
-        tamper(f"DELETE FROM {table} WHERE tenant = 'acme'")
+        tamper(f"DELETE FROM {table} WHERE tenant = 'acme'")  # noqa: S608 (our table names)
 
     ok, output = verify()
 
@@ -552,11 +553,20 @@ def test_the_orm_refuses_to_update_delete_or_side_load_audit_rows(acme):
 def test_postgresql_triggers_refuse_raw_updates_and_deletes(acme, statement):
     run = demo_run(acme)
 
-    with pytest.raises(DatabaseError, match="audit rows are append-only"):
-        with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute(statement, [run])
+    with (
+        pytest.raises(DatabaseError, match="audit rows are append-only"),
+        transaction.atomic(),
+        connection.cursor() as cursor,
+    ):
+        cursor.execute(statement, [run])
 
     assert verify("acme")[0]
+
+
+def as_retention(statement: str, run: str) -> None:
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL harness.audit_retention = 'on'")
+        cursor.execute(statement, [run])
 
 
 @on_postgresql
@@ -564,14 +574,8 @@ def test_postgresql_triggers_let_retention_delete_but_never_update(acme):
     run = demo_run(acme)
 
     with pytest.raises(DatabaseError, match="UPDATE on traces_auditrecord refused"):
-        with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute("SET LOCAL harness.audit_retention = 'on'")
-            cursor.execute(
-                "UPDATE traces_auditrecord SET payload = '{}' WHERE request_id = %s", [run]
-            )
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("SET LOCAL harness.audit_retention = 'on'")
-        cursor.execute("DELETE FROM traces_auditrecord WHERE request_id = %s", [run])
+        as_retention("UPDATE traces_auditrecord SET payload = '{}' WHERE request_id = %s", run)
+    as_retention("DELETE FROM traces_auditrecord WHERE request_id = %s", run)
 
     assert not AuditRecord.objects.filter(request_id=run).exists()
 

@@ -1,5 +1,6 @@
-"""Retention deletes a tenant's expired traces in batches and the audit chain still verifies,
-from a signed checkpoint of the last deleted link."""
+"""Retention deletes a tenant's expired traces in batches — audit by whole runs, a verified
+prefix of the tenant's run links — and the audit chain still verifies, from a signed checkpoint
+of the last deleted link."""
 
 from __future__ import annotations
 
@@ -13,19 +14,41 @@ from django.db import connection
 from django.utils import timezone
 
 from harness.celery import app as celery_app
-from traces.chain import verify_chain
-from traces.models import AuditCheckpoint, AuditRecord, Fingerprint, RetentionPolicy, Span
+from tests.traces.test_audit_chain import tamper
+from traces.chain import RunChain, anchor_run, insert_records, verify_chain
+from traces.models import (
+    AuditCheckpoint,
+    AuditRecord,
+    AuditRunLink,
+    Fingerprint,
+    RetentionPolicy,
+    Span,
+)
 from traces.services import delete_expired_traces
 
 QUESTION = "Why has ticket T-20250318-007 not been handled? Call me on 13812345678."
 
 
-def demo_run(client, user="bob"):
+def demo_run(client, user="bob", end=True):
+    """A run through the API; ``end``: linked into the tenant's chain as the engine does when
+    a run ends (without: as if its driver died before)."""
     response = client.post(
         "/api/v1/runs", {"agent": "ticket-assistant", "user": user, "input": QUESTION}
     )
     assert response.status_code == 200
-    return response.json()["request_id"]
+    request_id = response.json()["request_id"]
+    if end:
+        tenant = AuditRecord.objects.filter(request_id=request_id).first().tenant
+        anchor_run(request_id, tenant, RunChain(request_id, tenant).head)
+    return request_id
+
+
+def resume(request_id: str, tenant: str = "acme", end: bool = True) -> None:
+    """The run goes on: one more record, and (``end``) linked again."""
+    chain = RunChain(request_id, tenant)
+    insert_records([chain.link("0" * 16, "tool_io", {"resumed": True})])
+    if end:
+        anchor_run(request_id, tenant, chain.head)
 
 
 def trace_rows(request_id: str) -> tuple[int, int, int]:
@@ -42,13 +65,14 @@ def verify_output(tenant: str) -> str:
     return out.getvalue()
 
 
+@pytest.mark.parametrize("ended", [True, False], ids=["ended", "driver-died"])
 @pytest.mark.parametrize("batch_size", [2, 500])
-def test_expired_traces_are_deleted_and_the_chain_still_verifies(acme, batch_size):
-    old = demo_run(acme)
+def test_expired_traces_are_deleted_and_the_chain_still_verifies(acme, batch_size, ended):
+    old = demo_run(acme, end=ended)
     old_records = AuditRecord.objects.filter(tenant="acme", request_id=old).count()
     assert all(trace_rows(old))
     cutoff_moment = timezone.now()
-    kept = demo_run(acme)
+    kept = demo_run(acme, end=ended)
     days = settings.HARNESS_TRACE_RETENTION_DAYS
 
     report = delete_expired_traces(now=cutoff_moment + timedelta(days=days), batch_size=batch_size)
@@ -58,11 +82,14 @@ def test_expired_traces_are_deleted_and_the_chain_still_verifies(acme, batch_siz
     assert report.audit_records == old_records
     assert report.tenants == ["acme"]
     checkpoint = AuditCheckpoint.objects.get(tenant="acme")
-    assert checkpoint.sequence == old_records
-    first_kept = AuditRecord.objects.filter(tenant="acme").order_by("sequence").first()
-    assert first_kept.prev_hash == checkpoint.hash
+    assert checkpoint.sequence == 1  # the old run's link
+    assert not AuditRunLink.objects.filter(request_id=old).exists()
+    kept_links = AuditRunLink.objects.filter(tenant="acme")
+    assert [(link.sequence, link.prev_hash) for link in kept_links] == (
+        [(2, checkpoint.hash)] if ended else []
+    )
     kept_records = AuditRecord.objects.filter(tenant="acme").count()
-    assert f"acme: ok, {kept_records} records verified after checkpoint {old_records}" in (
+    assert f"acme: ok, {kept_records} records verified after checkpoint 1" in (
         verify_output("acme")
     )
 
@@ -93,10 +120,9 @@ def test_retention_is_per_tenant(acme, globex):
 
 def test_a_tampered_prefix_is_kept_as_evidence_instead_of_deleted(acme):
     run = demo_run(acme)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "UPDATE traces_auditrecord SET payload = '{}' WHERE tenant = 'acme' AND sequence = 2"
-        )
+    tamper(
+        "UPDATE traces_auditrecord SET payload = '{}' WHERE request_id = %s AND sequence = 2", run
+    )
 
     report = delete_expired_traces(now=timezone.now() + timedelta(days=400))
 
@@ -120,6 +146,50 @@ def test_a_forged_checkpoint_is_noticed(acme):
 
     assert not report.ok
     assert "checkpoint's signature does not match" in report.broken.reason
+
+
+def test_a_run_paused_and_ended_is_deleted_whole(acme):
+    run = demo_run(acme)  # paused: linked once
+    resume(run)  # and ended: linked again
+    later = demo_run(acme)
+    records = AuditRecord.objects.filter(request_id__in=[run, later]).count()
+
+    # One link per batch: the run's two links still go together.
+    report = delete_expired_traces(now=timezone.now() + timedelta(days=400), batch_size=1)
+
+    assert report.audit_records == records
+    assert AuditCheckpoint.objects.get(tenant="acme").sequence == 3
+    assert not AuditRecord.objects.filter(tenant="acme").exists()
+    assert verify_chain("acme").ok
+
+
+def test_a_run_still_going_is_kept_with_every_run_linked_after_it(acme):
+    first = demo_run(acme)
+    going = demo_run(acme)  # paused and linked, then goes on after the cutoff
+    after = demo_run(acme)
+    cutoff_moment = timezone.now()
+    resume(going, end=False)  # its last record is newer than the cutoff
+    days = settings.HARNESS_TRACE_RETENTION_DAYS
+
+    report = delete_expired_traces(now=cutoff_moment + timedelta(days=days))
+
+    assert trace_rows(first) == (0, 0, 0)
+    assert AuditRecord.objects.filter(request_id=going).exists()
+    assert AuditRecord.objects.filter(request_id=after).exists()  # the prefix stops at `going`
+    assert report.refused == {}
+    assert AuditCheckpoint.objects.get(tenant="acme").sequence == 1
+    assert verify_chain("acme").ok
+
+
+def test_a_deleted_run_is_kept_as_evidence_instead_of_the_prefix_deleted(acme):
+    gone, kept = demo_run(acme), demo_run(acme)
+    tamper("DELETE FROM traces_auditrecord WHERE request_id = %s", gone)
+
+    report = delete_expired_traces(now=timezone.now() + timedelta(days=400))
+
+    assert "the whole run was deleted" in report.refused["acme"]
+    assert AuditRunLink.objects.filter(request_id=gone).exists()
+    assert AuditRecord.objects.filter(request_id=kept).exists()
 
 
 def test_beat_runs_the_registered_retention_task():
