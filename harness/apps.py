@@ -7,7 +7,7 @@ class HarnessConfig(AppConfig):
 
     def ready(self) -> None:
         from harness import checks  # noqa: F401  (registers the system checks)
-        from harness.run_policy import on_approval_decided
+        from harness.engine.approvals import on_approval_decided
         from policy.services import approval_decided
 
         approval_decided.connect(on_approval_decided, dispatch_uid="harness.resume_on_approval")

@@ -1,4 +1,8 @@
-"""Handing runs and deliveries to Celery, only once the transaction that made them commits."""
+"""Handing work to Celery by task name, once the transaction that made it commits.
+
+A leaf module: it imports no task, so the services that queue work and the tasks that call
+those services do not import each other.
+"""
 
 from __future__ import annotations
 
@@ -6,14 +10,19 @@ from typing import Any
 
 from django.db import transaction
 
+RUN_TASK = "harness.execute_run"
+DELIVERY_TASK = "harness.deliver_webhook"
+
 
 def enqueue_run(run_id: Any) -> None:
-    from harness.tasks import execute_run_task
-
-    transaction.on_commit(lambda: execute_run_task.delay(str(run_id)))
+    transaction.on_commit(lambda: _send(RUN_TASK, str(run_id)))
 
 
 def enqueue_delivery(delivery_id: Any) -> None:
-    from harness.tasks import deliver_webhook_task
+    transaction.on_commit(lambda: _send(DELIVERY_TASK, str(delivery_id)))
 
-    transaction.on_commit(lambda: deliver_webhook_task.delay(str(delivery_id)))
+
+def _send(name: str, *args: str) -> None:
+    from harness.celery import app
+
+    app.send_task(name, args=args)

@@ -17,7 +17,6 @@ class ErrorCode(StrEnum):
     SESSION_NOT_FOUND = "session_not_found"
     SESSION_MISMATCH = "session_mismatch"
     SESSION_BUSY = "session_busy"
-    RUN_FINISHED = "run_finished"
     REPLAY_UNAVAILABLE = "replay_unavailable"
     METHOD_NOT_ALLOWED = "method_not_allowed"
     UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"

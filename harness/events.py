@@ -1,4 +1,9 @@
-"""A run's live events, stored in order so a stream can be resumed with ``Last-Event-ID``."""
+"""A run's live events, stored in order so a stream can be resumed with ``Last-Event-ID``.
+
+A run's driver numbers its events itself (it knows the last number from its claim on) and
+writes them with the step they belong to (``harness.engine.writes``). ``emit`` is for the
+writers outside a driven step: a new run, a cancelled idle run.
+"""
 
 from __future__ import annotations
 
@@ -19,21 +24,26 @@ class EventType:
     TEXT_DELTA = "text.delta"
     REASONING_DELTA = "reasoning.delta"
     TOOL_CALL_PROPOSED = "tool_call.proposed"
-    TOOL_CALL_DECIDED = "tool_call.decided"
     TOOL_CALL_FINISHED = "tool_call.finished"
     APPROVAL_NEEDED = "approval.needed"
     CONTEXT_TRIMMED = "context.trimmed"
     RUN_FINISHED = "run.finished"
 
 
+def last_sequence(run_id: Any) -> int:
+    return RunEvent.objects.filter(run_id=run_id).aggregate(m=Max("sequence"))["m"] or 0
+
+
 def emit(run_id: Any, event_type: str, data: dict[str, Any] | None = None) -> RunEvent:
-    """Append an event to the run's stream. Safe if two writers race (the loser retries)."""
+    """Append an event to the stream of a run nobody drives. Safe if two writers race."""
     for _ in range(RETRIES_ON_RACE):
-        last = RunEvent.objects.filter(run_id=run_id).aggregate(m=Max("sequence"))["m"] or 0
         try:
             with transaction.atomic():
                 return RunEvent.objects.create(
-                    run_id=run_id, sequence=last + 1, type=event_type, data=data or {}
+                    run_id=run_id,
+                    sequence=last_sequence(run_id) + 1,
+                    type=event_type,
+                    data=data or {},
                 )
         except IntegrityError:
             continue

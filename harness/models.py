@@ -6,6 +6,7 @@ from decimal import Decimal
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 
 def new_webhook_secret() -> str:
@@ -137,10 +138,15 @@ class Run(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     deadline_at = models.DateTimeField(null=True, blank=True)
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
-    # Whoever drives the run holds a lease and renews it every step; a run whose lease ran out
-    # (its worker died) is taken over by another worker.
+    # Whoever drives the run holds a lease, kept alive by a heartbeat; a run whose lease ran
+    # out (its worker died) is taken over by another worker. ``lease_token`` grows at every
+    # claim: each write of a driver is fenced on the token it claimed with
+    # (``harness.engine.state``), so a driver that lost the run can write nothing.
     lease_owner = models.CharField(max_length=100, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
+    lease_token = models.PositiveBigIntegerField(default=0)
+    # Executed tool calls per tool name: the per-run tool-call limits, carried across drivers.
+    tool_call_counts = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -163,6 +169,30 @@ class Run(models.Model):
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
+
+
+class RunMessage(models.Model):
+    """One message of a run's own conversation (from its input on), appended as it happens.
+
+    A checkpoint inserts only the messages added since the previous one, so a step costs the
+    same at step 80 as at step 2. ``data`` is masked, for people; ``sealed`` is the clear
+    message, encrypted, from which a resuming driver continues.
+    """
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="conversation")
+    index = models.PositiveIntegerField()
+    data = models.JSONField()
+    sealed = models.TextField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["run", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "index"], name="run_message_unique_index")
+        ]
+
+    def __str__(self) -> str:
+        return f"message {self.index} of {self.run_id}"
 
 
 class RunEvent(models.Model):

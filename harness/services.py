@@ -20,10 +20,11 @@ from django.utils import timezone
 from harness import webhooks
 from harness.agent_registry import AgentSpec, get_agent
 from harness.dispatch import enqueue_run
+from harness.engine import state
+from harness.engine.driver import Driver, drive_run
 from harness.errors import SessionBusy, SessionMismatch, SessionNotFound, UnknownTenant
 from harness.events import EventType, emit
-from harness.loop import Driver, claim_run, drive_run
-from harness.models import TERMINAL_STATUSES, ApiKey, Run, RunMode, RunStatus, Session, Tenant
+from harness.models import TERMINAL_STATUSES, ApiKey, Run, RunMode, Session, Tenant
 from policy import services as policy
 from traces.services import mask_for_storage, seal
 
@@ -142,6 +143,7 @@ def create_run(tenant: Tenant, request: RunRequest) -> tuple[Run, bool]:
                 idempotency_key=request.idempotency_key,
             )
             policy.open_run_budget(tenant.slug, str(run_id), run_budget)
+            policy.reserve_run(tenant.slug, str(run_id), run_budget)
             emit(run.id, EventType.RUN_QUEUED, {"mode": run.mode})
             if request.mode == RunMode.ASYNC:
                 enqueue_run(run.id)
@@ -179,13 +181,14 @@ def drive_inline(run_id: uuid.UUID, deadline_s: float | None) -> Run:
     it stands.
     """
     driver = Driver(owner=f"inline:{uuid.uuid4().hex[:12]}")
-    if not claim_run(str(run_id), driver.owner):
+    lease = state.claim(str(run_id), driver.owner)
+    if lease is None:
         return Run.objects.get(id=run_id)
     done = threading.Event()
 
     def drive() -> None:
         try:
-            drive_run(str(run_id), driver)
+            drive_run(str(run_id), driver, lease)
         except Run.DoesNotExist:
             pass  # deleted under us (retention, tests); nothing left to drive
         finally:
@@ -222,12 +225,14 @@ def wait_for_inline_runs(timeout_s: float) -> bool:
     return False
 
 
-def execute_run(run_id: uuid.UUID | str, owner: str = "") -> Run:
-    """Claim a queued (or abandoned) run and drive it; a run driven elsewhere is left alone."""
+def execute_run(run_id: uuid.UUID | str, owner: str = "") -> Run | None:
+    """Claim a queued (or abandoned) run and drive it; a run driven elsewhere is left alone.
+    None if the run is gone."""
     driver = Driver(owner=owner or f"worker:{uuid.uuid4().hex[:12]}")
-    if not claim_run(str(run_id), driver.owner):
-        return Run.objects.get(id=run_id)
-    return drive_run(str(run_id), driver)
+    lease = state.claim(str(run_id), driver.owner)
+    if lease is None:
+        return Run.objects.filter(id=run_id).first()
+    return drive_run(str(run_id), driver, lease)
 
 
 def _agent_budget(agent: AgentSpec) -> policy.RunBudget:
@@ -267,33 +272,14 @@ def decide_tool_call(
     return run
 
 
-def resume_run(run_id: uuid.UUID | str) -> Run | None:
-    """Continue a run queued again after its approvals were decided (any worker may).
-
-    The run resumes from its checkpoint: the held calls are executed or refused, never
-    proposed to the model again. None if the run is gone.
-    """
-    if not Run.objects.filter(id=run_id).exists():
-        return None
-    return execute_run(run_id)
-
-
 def cancel_run(run: Run) -> Run:
     """Cancel a run: at once if nobody drives it, else at its driver's next step boundary."""
-    now = timezone.now()
-    Run.objects.filter(id=run.id, cancel_requested_at__isnull=True).update(cancel_requested_at=now)
-    idle = Run.objects.filter(
-        id=run.id, status__in=[RunStatus.QUEUED, RunStatus.AWAITING_APPROVAL]
-    ).update(
-        status=RunStatus.CANCELLED,
-        stop_reason="cancelled",
-        status_detail="The run was cancelled.",
-        answer="The run was cancelled before it finished.",
-        finished_at=now,
-    )
+    state.request_cancel(str(run.id))
+    idle = state.cancel_idle(str(run.id))
     run.refresh_from_db()
     if idle:
         policy.release_run(run.tenant.slug, str(run.id))
+        policy.release_run_budget(run.tenant.slug, str(run.id))
         emit(run.id, EventType.RUN_FINISHED, {"status": run.status, "stop_reason": "cancelled"})
         webhooks.queue_run_event(run, f"run.{run.status}")
     return run
@@ -301,18 +287,7 @@ def cancel_run(run: Run) -> Run:
 
 def recover_stalled_runs() -> int:
     """Re-queue runs whose driver died (lease ran out) and queued runs nobody picked up."""
-    now = timezone.now()
-    stalled = list(
-        Run.objects.filter(status=RunStatus.RUNNING, lease_expires_at__lt=now).values_list(
-            "id", flat=True
-        )
-    )
-    waiting = list(
-        Run.objects.filter(
-            status=RunStatus.QUEUED,
-            updated_at__lt=now - timedelta(seconds=settings.HARNESS_RUN_LEASE_S),
-        ).values_list("id", flat=True)
-    )
-    for run_id in [*stalled, *waiting]:
+    stalled = state.list_stalled(timezone.now())
+    for run_id in stalled:
         enqueue_run(run_id)
-    return len(stalled) + len(waiting)
+    return len(stalled)

@@ -3,21 +3,20 @@
 from celery import shared_task
 
 from harness import services, webhooks
-from harness.models import Run
 
 
 @shared_task(name="harness.execute_run", acks_late=True)
 def execute_run_task(run_id: str) -> None:
-    """Drive a queued (or abandoned) run. Safe to redeliver: only the claimer drives it."""
-    if not Run.objects.filter(id=run_id).exists():
-        return
+    """Drive a queued run: a new one, one resumed after its approvals, one handed off by a
+    sync request, or one whose driver died. Safe to redeliver: only the claimer drives it."""
     services.execute_run(run_id)
 
 
 @shared_task(name="harness.resume_run", acks_late=True)
 def resume_run_task(run_id: str) -> None:
-    """Continue a run whose held calls were decided (any worker; only the claimer drives)."""
-    services.resume_run(run_id)
+    """Messages queued under the name resumes had before they were folded into
+    ``harness.execute_run``: the same work."""
+    services.execute_run(run_id)
 
 
 @shared_task(name="harness.recover_stalled_runs")

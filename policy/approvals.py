@@ -42,10 +42,6 @@ def hash_arguments(arguments: dict[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def find_approval(run_id: str, call_id: str) -> ToolApproval | None:
-    return ToolApproval.objects.filter(run_id=run_id, call_id=call_id).first()
-
-
 def hold_for_approval(
     *,
     tenant: str,

@@ -20,7 +20,6 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
-from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -141,44 +140,119 @@ class BudgetStop:
     message: str
 
 
-class _Refused(Exception):
-    def __init__(self, stop: BudgetStop) -> None:
-        self.stop = stop
+# --- a driver's view of one run's budget (engine v2) ------------------------------------------
+#
+# A run's ledger row is read once per drive and kept in the driver's memory: only the driver
+# (fenced by its lease) spends from it. What reaches the tenant's day row depends on the run:
+# - ``reserved``: the run's token/cost limit was reserved from the day at admission
+#   (``reserve_run``); its calls draw from that in memory, and what it did not use goes back
+#   when it ends. Nothing touches the day row per step.
+# - ``per_call``: the tenant has a daily limit but the run has none of its own: each model call
+#   reserves from the day row (one conditional UPDATE) and settles with the step's commit.
+# - ``unlimited``: no daily limit: usage is added to the day when the run's segment ends.
 
 
-def reserve_model_call(
-    tenant: str,
-    run_id: str,
-    tokens: int,
-    cost: int,
-    segment_elapsed_ms: int,
-    limits: LimitValues,
-) -> Reservation | BudgetStop:
-    """Reserve ``tokens`` and ``cost`` (micro-USD, estimated by the caller, who knows the
-    route's price) for one model call, or say which budget is spent."""
-    run_key, day_key = _run_key(run_id), _day_key(tenant)
-    run_row = BudgetLedger.objects.filter(key=run_key).first()
-    if run_row is None:  # a run queued before budgets existed: no per-run limits
-        run_row, _ = BudgetLedger.objects.get_or_create(
-            key=run_key, defaults={"tenant": tenant, "run_id": run_id}
+@dataclass
+class RunLedger:
+    tenant: str
+    run_id: str
+    tokens_limit: int | None
+    cost_limit_micros: int | None
+    tool_calls_limit: int | None
+    calls_per_tool_limit: int | None
+    wall_time_limit_ms: int | None
+    wall_time_ms: int
+    tokens_used: int
+    cost_used_micros: int
+    model_calls: int
+    tool_calls_used: int
+    # What the run holds on the tenant's day row since admission (``reserved`` mode).
+    day_tokens_reserved: int
+    day_cost_reserved_micros: int
+    # Spent this segment, not yet added to the day row.
+    segment_tokens: int = 0
+    segment_cost_micros: int = 0
+    segment_model_calls: int = 0
+    segment_tool_calls: int = 0
+
+    @property
+    def mode(self) -> str:
+        if self.day_tokens_reserved or self.day_cost_reserved_micros:
+            return "reserved"
+        return "per_call"
+
+
+def load_run_ledger(tenant: str, run_id: str) -> RunLedger:
+    """The run's budget row as the driver will keep it (one query)."""
+    row = BudgetLedger.objects.filter(key=_run_key(run_id)).first()
+    if row is None:  # a run queued before budgets existed: no per-run limits
+        row, _ = BudgetLedger.objects.get_or_create(
+            key=_run_key(run_id), defaults={"tenant": tenant, "run_id": run_id}
         )
+    return RunLedger(
+        tenant=tenant,
+        run_id=run_id,
+        tokens_limit=row.tokens_limit,
+        cost_limit_micros=row.cost_limit_micros,
+        tool_calls_limit=row.tool_calls_limit,
+        calls_per_tool_limit=row.calls_per_tool_limit,
+        wall_time_limit_ms=row.wall_time_limit_ms,
+        wall_time_ms=row.wall_time_ms,
+        tokens_used=row.tokens_used,
+        cost_used_micros=row.cost_used_micros,
+        model_calls=row.model_calls,
+        tool_calls_used=row.tool_calls_used,
+        day_tokens_reserved=row.tokens_reserved,
+        day_cost_reserved_micros=row.cost_reserved_micros,
+    )
+
+
+def run_room(ledger: RunLedger, tokens: int, cost: int, elapsed_ms: int) -> BudgetStop | None:
+    """Whether the run's own limits leave room for a call of ``tokens``/``cost``; no I/O."""
     if (
-        run_row.wall_time_limit_ms is not None
-        and run_row.wall_time_ms + segment_elapsed_ms >= run_row.wall_time_limit_ms
+        ledger.wall_time_limit_ms is not None
+        and ledger.wall_time_ms + elapsed_ms >= ledger.wall_time_limit_ms
     ):
         return BudgetStop(
             "wall_time",
             "run",
-            f"The run used its wall-time limit of {run_row.wall_time_limit_ms / 1000:g} s.",
+            f"The run used its wall-time limit of {ledger.wall_time_limit_ms / 1000:g} s.",
         )
-    _ensure_day_row(tenant)
-    try:
-        with transaction.atomic():
-            day = BudgetLedger.objects.filter(key=day_key)
-            granted = day.filter(
+    if ledger.tokens_limit is not None and ledger.tokens_used + tokens > ledger.tokens_limit:
+        return BudgetStop(
+            "tokens",
+            "run",
+            f"The run has used its token budget: {ledger.tokens_used} of {ledger.tokens_limit} "
+            f"tokens spent, and the next model call needs up to {tokens}.",
+        )
+    if (
+        ledger.cost_limit_micros is not None
+        and ledger.cost_used_micros + cost > ledger.cost_limit_micros
+    ):
+        return BudgetStop(
+            "cost",
+            "run",
+            f"The run has used its cost budget: {micros_to_usd(ledger.cost_used_micros)} of "
+            f"{micros_to_usd(ledger.cost_limit_micros)} USD spent, and the next model call may "
+            f"cost up to {micros_to_usd(cost)} USD.",
+        )
+    return None
+
+
+def reserve_day(
+    tenant: str, tokens: int, cost: int, limits: LimitValues
+) -> Reservation | BudgetStop:
+    """``per_call`` mode: reserve one model call from the tenant's day (one conditional
+    UPDATE; the row is created on the day's first call)."""
+    day_key = _day_key(tenant)
+    for _attempt in range(2):
+        granted = (
+            BudgetLedger.objects.filter(key=day_key)
+            .filter(
                 _room("tokens", limits.daily_tokens, tokens),
                 _room("cost", limits.daily_cost_micros, cost),
-            ).update(
+            )
+            .update(
                 tokens_reserved=F("tokens_reserved") + tokens,
                 cost_reserved_micros=F("cost_reserved_micros") + cost,
                 model_calls=F("model_calls") + 1,
@@ -186,65 +260,142 @@ def reserve_model_call(
                 cost_limit_micros=limits.daily_cost_micros,
                 updated_at=timezone.now(),
             )
-            if not granted:
-                raise _Refused(_tenant_stop(tenant, day_key, limits, tokens, cost))
-            granted = (
-                BudgetLedger.objects.filter(key=run_key)
-                .filter(_room_of_row("tokens", tokens), _room_of_row("cost", cost))
-                .update(
-                    tokens_reserved=F("tokens_reserved") + tokens,
-                    cost_reserved_micros=F("cost_reserved_micros") + cost,
-                    model_calls=F("model_calls") + 1,
-                    updated_at=timezone.now(),
-                )
-            )
-            if not granted:
-                raise _Refused(_run_stop(run_key, tokens, cost))
-    except _Refused as refused:
-        return refused.stop
-    return Reservation(run_key=run_key, day_key=day_key, tokens=tokens, cost_micros=cost)
+        )
+        if granted:
+            return Reservation(run_key="", day_key=day_key, tokens=tokens, cost_micros=cost)
+        if BudgetLedger.objects.filter(key=day_key).exists():
+            return _tenant_stop(tenant, day_key, limits, tokens, cost)
+        _ensure_day_row(tenant)
+    return _tenant_stop(tenant, day_key, limits, tokens, cost)
 
 
-def settle_model_call(reservation: Reservation, tokens: int, cost: int) -> int:
-    """Replace a reservation with the real usage (``cost`` in micro-USD); returns the cost."""
-    _move(reservation, tokens, cost)
-    return cost
+def settle_day(reservation: Reservation, tokens: int, cost: int) -> None:
+    """Replace a ``per_call`` reservation with the real usage (one UPDATE)."""
+    BudgetLedger.objects.filter(key=reservation.day_key).update(
+        tokens_reserved=F("tokens_reserved") - reservation.tokens,
+        tokens_used=F("tokens_used") + tokens,
+        cost_reserved_micros=F("cost_reserved_micros") - reservation.cost_micros,
+        cost_used_micros=F("cost_used_micros") + cost,
+        updated_at=timezone.now(),
+    )
 
 
-def cancel_reservation(reservation: Reservation) -> None:
-    """Give a reservation back (the call was never answered)."""
-    _move(reservation, 0, 0)
+def spend(ledger: RunLedger, tokens: int, cost: int, per_call: bool) -> None:
+    """Count one answered model call on the run, in memory."""
+    ledger.tokens_used += tokens
+    ledger.cost_used_micros += cost
+    ledger.model_calls += 1
+    ledger.segment_model_calls += 1
+    if not per_call:  # per-call usage is already on the day row
+        ledger.segment_tokens += tokens
+        ledger.segment_cost_micros += cost
 
 
-def _move(reservation: Reservation, tokens: int, cost: int) -> None:
-    with transaction.atomic():
-        for key in (reservation.day_key, reservation.run_key):
-            BudgetLedger.objects.filter(key=key).update(
-                tokens_reserved=F("tokens_reserved") - reservation.tokens,
-                tokens_used=F("tokens_used") + tokens,
-                cost_reserved_micros=F("cost_reserved_micros") - reservation.cost_micros,
-                cost_used_micros=F("cost_used_micros") + cost,
-                updated_at=timezone.now(),
-            )
+def save_run_ledger(ledger: RunLedger, elapsed_ms: int, ended: bool) -> None:
+    """At the end of a driven segment (call inside its transaction, after the run row):
+    write the run's row, and add to the tenant's day what it does not have yet; a run that
+    ended gives back what it held on the day since admission."""
+    now = timezone.now()
+    ledger.wall_time_ms += max(0, elapsed_ms)
+    released_tokens = ledger.day_tokens_reserved if ended else 0
+    released_cost = ledger.day_cost_reserved_micros if ended else 0
+    BudgetLedger.objects.filter(key=_run_key(ledger.run_id)).update(
+        tokens_used=ledger.tokens_used,
+        cost_used_micros=ledger.cost_used_micros,
+        model_calls=ledger.model_calls,
+        tool_calls_used=ledger.tool_calls_used,
+        wall_time_ms=ledger.wall_time_ms,
+        tokens_reserved=ledger.day_tokens_reserved - released_tokens,
+        cost_reserved_micros=ledger.day_cost_reserved_micros - released_cost,
+        updated_at=now,
+    )
+    changes = (
+        ledger.segment_tokens,
+        ledger.segment_cost_micros,
+        ledger.segment_model_calls if ledger.mode != "per_call" else 0,
+        ledger.segment_tool_calls,
+        released_tokens,
+        released_cost,
+    )
+    if any(changes) or elapsed_ms > 0:
+        day_key = _ensure_day_row(ledger.tenant)
+        BudgetLedger.objects.filter(key=day_key).update(
+            tokens_used=F("tokens_used") + ledger.segment_tokens,
+            cost_used_micros=F("cost_used_micros") + ledger.segment_cost_micros,
+            model_calls=F("model_calls") + changes[2],
+            tool_calls_used=F("tool_calls_used") + ledger.segment_tool_calls,
+            tokens_reserved=F("tokens_reserved") - released_tokens,
+            cost_reserved_micros=F("cost_reserved_micros") - released_cost,
+            wall_time_ms=F("wall_time_ms") + max(0, elapsed_ms),
+            updated_at=now,
+        )
+    ledger.day_tokens_reserved -= released_tokens
+    ledger.day_cost_reserved_micros -= released_cost
+    ledger.segment_tokens = ledger.segment_cost_micros = 0
+    ledger.segment_model_calls = ledger.segment_tool_calls = 0
 
 
-def charge_tool_call(tenant: str, run_id: str, daily_limit: int | None) -> bool:
-    """Count one tool call for the tenant's day (refused past its limit) and the run."""
+def reserve_run(tenant: str, run_id: str, run_budget: RunBudget, limits: LimitValues) -> None:
+    """Budget-aware admission (call in the run's creating transaction, after
+    ``open_run_budget``): a run with its own token or cost limit, in a tenant with a daily
+    limit, reserves that much of the day up front, or is refused (429, retry at midnight
+    UTC) — so the runs that start can finish, instead of all starving half-way."""
+    tokens = run_budget.max_tokens if limits.daily_tokens is not None else None
+    cost = run_budget.max_cost_micros if limits.daily_cost_micros is not None else None
+    if not tokens and not cost:
+        return
+    tokens, cost = tokens or 0, cost or 0
     day_key = _ensure_day_row(tenant)
-    with transaction.atomic():
-        day = BudgetLedger.objects.filter(key=day_key)
-        if daily_limit is not None:
-            day = day.filter(tool_calls_used__lt=daily_limit)
-        if not day.update(
+    granted = (
+        BudgetLedger.objects.filter(key=day_key)
+        .filter(
+            _room("tokens", limits.daily_tokens, tokens),
+            _room("cost", limits.daily_cost_micros, cost),
+        )
+        .update(
+            tokens_reserved=F("tokens_reserved") + tokens,
+            cost_reserved_micros=F("cost_reserved_micros") + cost,
+            tokens_limit=limits.daily_tokens,
+            cost_limit_micros=limits.daily_cost_micros,
+            updated_at=timezone.now(),
+        )
+    )
+    if not granted:
+        row = BudgetLedger.objects.get(key=day_key)
+        raise TenantBudgetExhausted(
+            f"Tenant {tenant} cannot cover this run's budget today: it needs {tokens} tokens, "
+            f"and {max(0, (limits.daily_tokens or 0) - row.tokens_used - row.tokens_reserved)} "
+            "are left (runs in flight hold the rest until they end).",
+            _seconds_to_midnight(),
+            {
+                "budget": "tokens" if tokens else "cost_micros",
+                "needed": tokens or cost,
+                "used": row.tokens_used,
+                "reserved": row.tokens_reserved,
+                "limit": limits.daily_tokens,
+            },
+        )
+    BudgetLedger.objects.filter(key=_run_key(run_id)).update(
+        tokens_reserved=tokens, cost_reserved_micros=cost
+    )
+
+
+def release_run_budget(tenant: str, run_id: str) -> None:
+    """Give back what a run that ended without a driver (cancelled while idle) held."""
+    ledger = load_run_ledger(tenant, run_id)
+    save_run_ledger(ledger, 0, ended=True)
+
+
+def charge_day_tool_call(tenant: str, daily_limit: int) -> bool:
+    """Count one tool call on the tenant's day, refused past ``daily_limit`` (one UPDATE)."""
+    day_key = _ensure_day_row(tenant)
+    return bool(
+        BudgetLedger.objects.filter(key=day_key, tool_calls_used__lt=daily_limit).update(
             tool_calls_used=F("tool_calls_used") + 1,
             tool_calls_limit=daily_limit,
             updated_at=timezone.now(),
-        ):
-            return False
-        BudgetLedger.objects.filter(key=_run_key(run_id)).update(
-            tool_calls_used=F("tool_calls_used") + 1, updated_at=timezone.now()
         )
-    return True
+    )
 
 
 @dataclass(frozen=True)
@@ -260,14 +411,6 @@ def run_tool_limits(run_id: str) -> ToolLimits:
         .first()
     )
     return ToolLimits(**row) if row else ToolLimits()
-
-
-def add_wall_time(tenant: str, run_id: str, elapsed_ms: int) -> None:
-    """Add one driven segment of a run (approval waits are not counted) to its wall time."""
-    day_key = _ensure_day_row(tenant)
-    BudgetLedger.objects.filter(key__in=[day_key, _run_key(run_id)]).update(
-        wall_time_ms=F("wall_time_ms") + max(0, elapsed_ms), updated_at=timezone.now()
-    )
 
 
 def check_tenant_day(tenant: str, limits: LimitValues) -> None:
@@ -367,26 +510,6 @@ def _tenant_stop(
         f"Tenant {tenant} has used its daily cost budget: "
         f"{micros_to_usd(row.cost_used_micros)} of {micros_to_usd(limits.daily_cost_micros)} "
         f"USD spent today, and the next model call may cost up to {micros_to_usd(cost)} USD.",
-    )
-
-
-def _run_stop(run_key: str, tokens: int, cost: int) -> BudgetStop:
-    row = BudgetLedger.objects.get(key=run_key)
-    if row.tokens_limit is not None and (
-        row.tokens_used + row.tokens_reserved + tokens > row.tokens_limit
-    ):
-        return BudgetStop(
-            "tokens",
-            "run",
-            f"The run has used its token budget: {row.tokens_used} of {row.tokens_limit} "
-            f"tokens spent, and the next model call needs up to {tokens}.",
-        )
-    return BudgetStop(
-        "cost",
-        "run",
-        f"The run has used its cost budget: {micros_to_usd(row.cost_used_micros)} of "
-        f"{micros_to_usd(row.cost_limit_micros)} USD spent, and the next model call may cost "
-        f"up to {micros_to_usd(cost)} USD.",
     )
 
 

@@ -124,14 +124,18 @@ def release_run(tenant: str, run_id: str) -> None:
     get_limiter().release_slot(f"concurrent:{tenant}", run_id)
 
 
-def pace_model_call(tenant: str, run_id: str, max_wait_s: float | None) -> bool:
+def pace_model_call(
+    tenant: str, run_id: str, max_wait_s: float | None, limit: int | None = None
+) -> bool:
     """Take one of the tenant's model calls per minute, waiting for one if need be.
 
     Returns False when none frees up within ``max_wait_s`` (the run's remaining wall time).
-    Also refreshes the run's concurrency lease.
+    Also refreshes the run's concurrency lease. ``limit``: the tenant's model calls per
+    minute when the caller already knows it (a driver reads the tenant's limits once).
     """
     limiter = get_limiter()
-    limit = tenant_limits(tenant).model_calls_per_minute
+    if limit is None:
+        limit = tenant_limits(tenant).model_calls_per_minute
     limiter.acquire_slot(f"concurrent:{tenant}", run_id, 1, RUN_LEASE_S, force=True)
     deadline = None if max_wait_s is None else time.monotonic() + max_wait_s
     while True:
@@ -142,40 +146,6 @@ def pace_model_call(tenant: str, run_id: str, max_wait_s: float | None) -> bool:
         if deadline is not None and time.monotonic() + wait > deadline:
             return False
         time.sleep(wait)
-
-
-@dataclass(frozen=True)
-class ToolCallRefusal:
-    rule: str
-    reason: str
-
-
-def admit_tool_call(tenant: str, run_id: str, tool: str) -> ToolCallRefusal | None:
-    """Count one executed tool call against the run's limits (total and per tool) and the
-    tenant's daily tool calls; a refusal says which limit."""
-    limits = budget.run_tool_limits(run_id)
-    limiter = get_limiter()
-    per_tool = limits.calls_per_tool_limit
-    if per_tool is not None and not limiter.incr_capped(
-        f"run:{run_id}:tool:{tool}", per_tool, COUNTER_TTL_S
-    ):
-        return ToolCallRefusal(
-            "max_calls_per_tool", f"this run may call {tool} at most {per_tool} times"
-        )
-    total = limits.tool_calls_limit
-    if total is not None and not limiter.incr_capped(f"run:{run_id}:tools", total, COUNTER_TTL_S):
-        if per_tool is not None:
-            limiter.decr(f"run:{run_id}:tool:{tool}")
-        return ToolCallRefusal("max_tool_calls_per_run", f"this run may make {total} tool calls")
-    if not budget.charge_tool_call(tenant, run_id, tenant_limits(tenant).daily_tool_calls):
-        if per_tool is not None:
-            limiter.decr(f"run:{run_id}:tool:{tool}")
-        if total is not None:
-            limiter.decr(f"run:{run_id}:tools")
-        return ToolCallRefusal(
-            "daily_tool_calls", f"tenant {tenant} has used its tool calls for today"
-        )
-    return None
 
 
 def clear_limits() -> None:

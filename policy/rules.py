@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
-from django.db import IntegrityError, transaction
+from django.db import transaction
 
 from policy.acl import record_change
 from policy.engine import current_version_key
@@ -108,19 +108,6 @@ class RuleVerdict:
 
 
 # --- checks ----------------------------------------------------------------------------------
-
-
-def check_chain_rules(
-    tenant: str, run_id: str, tool: str, carries: tuple[str, ...], sink: str | None
-) -> RuleVerdict:
-    """Flow and exclusive rules for a call of ``tool`` (which carries ``carries`` and is a
-    ``sink`` kind, or none) in run ``run_id``. Reads which labels the run holds."""
-    version, stamp = current_version_key()
-    rules = rules_for(tenant, (version, stamp))
-    if not any(r.kind != RuleKind.CALL for r in rules) or not (sink or carries):
-        return RuleVerdict(version=version)
-    held = {row.label: row for row in RunLabel.objects.filter(run_id=run_id)}
-    return evaluate_chain_rules(rules, version, tool, carries, sink, held)
 
 
 def check_call_rules(
@@ -212,16 +199,16 @@ def evaluate_call_rules(
     return _strictest(verdicts) or RuleVerdict(version=version)
 
 
-def note_labels(run_id: str, call_id: str, tool: str, carries: tuple[str, ...]) -> None:
-    """Record that the run holds ``carries`` from this call on (the first call wins)."""
-    for label in carries:
-        if RunLabel.objects.filter(run_id=run_id, label=label).exists():
-            continue
-        try:
-            with transaction.atomic():
-                RunLabel.objects.create(run_id=run_id, label=label, call_id=call_id, tool=tool)
-        except IntegrityError:
-            pass  # a parallel call of the same run brought it in first
+def record_labels(run_id: str, labels: list[HeldLabelValue]) -> None:
+    """Store labels a driver noted in memory (one multi-row INSERT; the first call wins)."""
+    if labels:
+        RunLabel.objects.bulk_create(
+            [
+                RunLabel(run_id=run_id, label=h.label, call_id=h.call_id, tool=h.tool)
+                for h in labels
+            ],
+            ignore_conflicts=True,
+        )
 
 
 def list_labels(run_id: str) -> list[RunLabel]:

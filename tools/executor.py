@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db import DatabaseError, close_old_connections, connections
+from django.db import DatabaseError, close_old_connections, connection, connections
 from django.db.models import F
 from django.utils import timezone
 
@@ -237,12 +237,33 @@ def _collect(future: Future[ToolOutcome], tool: ToolDefinition, record_id: int) 
 
 
 def _claim(call: PlannedCall) -> tuple[int, ToolOutcome | None]:
-    """Record that the call starts, or return what an earlier execution of its key settled."""
-    record, created = ToolExecution.objects.get_or_create(
-        idempotency_key=call.context.idempotency_key,
-        defaults={"tenant": call.context.tenant, "tool": call.tool.name},
+    """Record that the call starts, or return what an earlier execution of its key settled.
+
+    One statement when the key is new (the common case): INSERT … ON CONFLICT DO NOTHING
+    RETURNING, which PostgreSQL and SQLite both have; a second read only for a repeat."""
+    quote = connection.ops.quote_name
+    table = quote(ToolExecution._meta.db_table)
+    columns = ", ".join(
+        quote(c) for c in ("idempotency_key", "tenant", "tool", "status", "sealed_outcome")
     )
-    return record.pk, None if created else _stored_outcome(call.tool, record)
+    columns += f", {quote('attempts')}, {quote('started_at')}"
+    sql = (
+        f"INSERT INTO {table} ({columns}) VALUES (%s, %s, %s, %s, '', 0, %s) "  # noqa: S608
+        f"ON CONFLICT ({quote('idempotency_key')}) DO NOTHING RETURNING {quote('id')}"
+    )
+    started_at = ToolExecution._meta.get_field("started_at").get_db_prep_value(
+        timezone.now(), connection
+    )
+    key = call.context.idempotency_key
+    with connection.cursor() as cursor:
+        cursor.execute(
+            sql, [key, call.context.tenant, call.tool.name, ExecutionStatus.STARTED, started_at]
+        )
+        row = cursor.fetchone()
+    if row is not None:
+        return row[0], None
+    record = ToolExecution.objects.get(idempotency_key=key)
+    return record.pk, _stored_outcome(call.tool, record)
 
 
 def _store(record_id: int, outcome: ToolOutcome) -> None:

@@ -6,6 +6,7 @@ from django.conf import settings
 
 from traces.masking import FINGERPRINTED_KINDS, fingerprint, normalize
 from traces.models import AuditRecord, Fingerprint, Span
+from traces.recorder import rebuild_model_requests
 
 
 def list_spans(request_id: str) -> list[Span]:
@@ -13,12 +14,22 @@ def list_spans(request_id: str) -> list[Span]:
 
 
 def get_trace(request_id: str) -> dict[str, Any]:
-    """The whole trace of a run: spans in order and the audit records of each span."""
+    """The whole trace of a run: spans in order and the audit records of each span (each
+    model request with the full context it sent, rebuilt from the append-only records)."""
+    records = [
+        {
+            "span_id": record.span_id,
+            "kind": record.kind,
+            "payload": record.payload,
+            "created_at": record.created_at,
+        }
+        for record in AuditRecord.objects.filter(request_id=request_id).order_by("sequence", "id")
+    ]
+    rebuild_model_requests(records)
     audit_by_span: dict[str, list[dict[str, Any]]] = {}
-    for record in AuditRecord.objects.filter(request_id=request_id).order_by("id"):
-        audit_by_span.setdefault(record.span_id, []).append(
-            {"kind": record.kind, "payload": record.payload, "created_at": record.created_at}
-        )
+    for record in records:
+        span_id = record.pop("span_id")
+        audit_by_span.setdefault(span_id, []).append(record)
     return {
         "request_id": request_id,
         "spans": [

@@ -7,7 +7,7 @@ through ``TraceRecorder.mask`` during a run, or ``mask_for_storage`` before one 
 from collections.abc import Mapping
 from typing import Any
 
-from traces.chain import ChainReport, verify_chain
+from traces.chain import ChainReport, anchor_run, verify_chain
 from traces.masking import under
 from traces.models import AuditKind, SpanKind, SpanStatus
 from traces.recorder import OpenSpan, TraceRecorder, new_masker, store_fingerprints
@@ -22,6 +22,7 @@ __all__ = [
     "SpanKind",
     "SpanStatus",
     "TraceRecorder",
+    "anchor_run",
     "delete_expired_traces",
     "mask_for_storage",
     "seal",

@@ -10,7 +10,7 @@ from django.test import Client
 
 from harness.models import Run, StaffTenantGrant, Tenant, WebhookDelivery
 from policy.models import PolicyRule
-from tests.policy.runs import scripted_agent, start
+from tests.runs import scripted_agent, start
 from traces.models import AuditRecord, Span
 
 PHONE = "13812345678"

@@ -2,15 +2,10 @@
 
 import pytest
 
-from tests.factories import write_agent, write_script
+from tests.factories import write_script
+from tests.runs import agent_with
 
 FAIL = {"tool_calls": [{"name": "always_fails", "arguments": {"ticket_id": "T-20250318-007"}}]}
-
-
-def agent_with(agent_dir, responses, **agent):
-    script = write_script(agent_dir.parent, responses)
-    tools = ["get_ticket", "search_tickets", "always_fails", "slow_note"]
-    return write_agent(agent_dir, model=f"scripted:{script}", tools=tools, **agent)["name"]
 
 
 def run(client, name, user="bob"):

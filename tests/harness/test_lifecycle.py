@@ -4,7 +4,7 @@ import time
 
 from harness.models import Run
 from harness.services import execute_run
-from tests.factories import write_agent, write_script
+from tests.runs import agent_with
 from tools.demo.models import Notification
 
 TICKET = "T-20250318-007"
@@ -14,12 +14,6 @@ def note(seconds, n=1):
     return {
         "tool_calls": [{"name": "slow_note", "arguments": {"seconds": seconds, "message": f"n{n}"}}]
     }
-
-
-def agent_with(agent_dir, responses, **agent):
-    script = write_script(agent_dir.parent, responses)
-    tools = ["get_ticket", "search_tickets", "slow_note", "always_fails"]
-    return write_agent(agent_dir, model=f"scripted:{script}", tools=tools, **agent)["name"]
 
 
 def wait_until(predicate, timeout_s=20):

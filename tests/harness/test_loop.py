@@ -1,32 +1,16 @@
 """The loop through the API: refusals and failures are data fed back to the model."""
 
-import json
-
 from policy.services import add_permission, assign_role
+from tests import runs
 from tests.factories import write_agent, write_script
+from tests.runs import spans_of, tool_results
 from tools.demo.models import Ticket
 
 TICKET = "T-20250318-007"
 
 
 def run_script(client, agent_dir, responses, user="bob", **agent):
-    script = write_script(agent_dir.parent, responses)
-    spec = write_agent(agent_dir, model=f"scripted:{script}", **agent)
-    response = client.post("/api/v1/runs", {"agent": spec["name"], "user": user, "input": "go"})
-    assert response.status_code == 200, response.content
-    return response.json()
-
-
-def tool_results(run_id):
-    from harness.models import Run
-
-    messages = Run.objects.get(id=run_id).messages
-    return [json.loads(m["content"]) for m in messages if m["role"] == "tool"]
-
-
-def spans_of(client, run, kind):
-    spans = client.get(run["links"]["trace"]).json()["spans"]
-    return [span for span in spans if span["kind"] == kind]
+    return runs.run_script(client, agent_dir, responses, user, **agent)
 
 
 ASSIGN = {
@@ -218,7 +202,7 @@ def test_an_unexpected_error_in_the_loop_fails_the_run_instead_of_leaving_it_run
     def broken(*args, **kwargs):
         raise RuntimeError("a bug of ours")
 
-    monkeypatch.setattr("harness.loop.visible_tools", broken)
+    monkeypatch.setattr("harness.engine.tool_calls.DrivePolicy.visible_tools", broken)
 
     run = run_script(acme, agent_dir, [{"text": "never"}])
 
@@ -226,3 +210,29 @@ def test_an_unexpected_error_in_the_loop_fails_the_run_instead_of_leaving_it_run
     assert run["stop_reason"] == "internal_error"
     assert "internal error" in run["answer"]
     assert "a bug of ours" not in run["answer"]
+
+
+def test_a_model_sending_a_non_finite_number_gets_a_tool_error_and_the_run_goes_on(acme, agent_dir):
+    nan = {"tool_calls": [{"name": "search_tickets", "arguments": '{"limit": NaN}'}]}
+    huge = {"tool_calls": [{"name": "search_tickets", "arguments": '{"limit": 1e999}'}]}
+
+    run = run_script(acme, agent_dir, [nan, huge, {"text": "I could not search."}])
+
+    assert run["status"] == "succeeded"
+    first, second = tool_results(run["id"])
+    assert first["error"]["code"] == second["error"]["code"] == "invalid_arguments_json"
+    assert "/limit is not finite" in first["error"]["message"]
+
+
+def test_numbers_the_database_writes_differently_keep_the_audit_chain_intact(acme, agent_dir):
+    from django.core.management import call_command
+
+    odd = (
+        '{"query": "x", "limit": 1e1, "weights": [1e16, -0.0, 1.50, 0.1e-6, 12345678901234567890]}'
+    )
+    call = {"tool_calls": [{"name": "search_tickets", "arguments": odd}]}
+
+    run = run_script(acme, agent_dir, [call, {"text": "done"}])
+    call_command("verify_audit", "--tenant", "acme")  # raises CommandError if broken
+
+    assert run["status"] == "succeeded"

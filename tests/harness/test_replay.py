@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from casbin_adapter.models import CasbinRule
 
-from harness.models import Run, RunEvent
+from harness.models import Run, RunEvent, RunMessage
 from policy.models import (
     BudgetLedger,
     PolicyChange,
@@ -21,7 +21,7 @@ from policy.models import (
 )
 from tests.factories import write_agent, write_tool
 from tests.fake_providers import FakeProvider, openai_completion
-from tests.policy.runs import ADMIN, TICKET, call, run_script, scripted_agent, start
+from tests.runs import ADMIN, TICKET, call, run_script, scripted_agent, start
 from tools.demo.models import Notification, OutboxEmail, Ticket
 from tools.models import ToolExecution
 from traces.models import AuditRecord, Span
@@ -204,11 +204,12 @@ def test_a_tool_removed_from_the_agent_is_flagged(acme, agent_dir, tmp_path, set
 def test_arguments_today_s_gateway_reads_differently_are_flagged(acme, agent_dir):
     run = run_script(acme, agent_dir, DEMO, user="bob")
     # As if the gateway of the day had read the model's raw text into other arguments.
-    state = unseal(Run.objects.get(id=run["id"]).sealed)
-    recorded = state["messages"][3]["tool_calls"][0]
+    row = RunMessage.objects.get(run_id=run["id"], index=3)
+    message = unseal(row.sealed)
+    recorded = message["tool_calls"][0]
     assert recorded["name"] == "update_ticket"
     recorded["arguments"] = ASSIGN | {"assignee_id": "agent-wu"}
-    Run.objects.filter(id=run["id"]).update(sealed=seal(state))
+    RunMessage.objects.filter(pk=row.pk).update(sealed=seal(message))
 
     report = replay(acme, run)
 
@@ -234,6 +235,7 @@ def test_a_run_whose_agent_is_gone_cannot_be_replayed(acme, agent_dir, settings)
 def test_a_run_without_a_clear_copy_is_replayed_from_the_masked_audit(acme, agent_dir):
     run = run_script(acme, agent_dir, DEMO, user="bob")
     Run.objects.filter(id=run["id"]).update(sealed="")
+    RunMessage.objects.filter(run_id=run["id"]).update(sealed="")
 
     report = replay(acme, run)
 

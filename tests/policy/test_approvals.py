@@ -1,5 +1,5 @@
 """Human approvals: a held call pauses the run, an approver decides for the exact arguments,
-the run resumes (``resume_run`` is what the ``harness.resume_run`` task calls), expiry denies."""
+the run resumes (``execute_run`` is what the ``harness.execute_run`` task calls), expiry denies."""
 
 import hashlib
 import json
@@ -10,11 +10,11 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.utils import timezone
 
-from harness.models import Run
-from harness.services import resume_run
+from harness.models import Run, RunMessage
+from harness.services import execute_run as resume_run
 from policy.models import ToolApproval
 from policy.services import expire_approvals
-from tests.policy.runs import (
+from tests.runs import (
     TICKET,
     call,
     calls,
@@ -125,9 +125,10 @@ def test_a_call_approved_for_other_arguments_is_refused_on_resume(acme, agent_di
     run = paused_run(acme, agent_dir, [call("update_ticket", **ESCALATION), {"text": "ok"}])
     decide(acme, run, "call_1_1", "approve")
     # The checkpoint's arguments (the sealed working copy) no longer match what was approved.
-    state = unseal(Run.objects.get(id=run["id"]).sealed)
-    state["messages"][-1]["tool_calls"][0]["arguments"]["escalate_reason"] = "something else"
-    Run.objects.filter(id=run["id"]).update(sealed=seal(state))
+    row = RunMessage.objects.filter(run_id=run["id"]).order_by("index").last()
+    message = unseal(row.sealed)
+    message["tool_calls"][0]["arguments"]["escalate_reason"] = "something else"
+    RunMessage.objects.filter(pk=row.pk).update(sealed=seal(message))
 
     resume_run(run["id"])
 

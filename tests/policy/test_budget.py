@@ -1,9 +1,9 @@
 """The budget ledger: per-run and per-tenant-day tokens, cost, tool calls and wall time."""
 
 from harness.models import Run
-from harness.services import resume_run
+from harness.services import execute_run as resume_run
 from policy.models import BudgetLedger, TenantLimits, ToolApproval
-from tests.policy.runs import TICKET, call, scripted_agent, start, tool_results
+from tests.runs import TICKET, call, scripted_agent, start, tool_results
 
 # Distinct calls (search limits 1..n), so the repeated-call guard stays out of the way.
 LOOKUPS = [call("search_tickets", limit=n + 1) for n in range(12)] + [{"text": "done"}]
@@ -131,3 +131,40 @@ def test_a_run_past_its_wall_time_ends_as_deadline_exceeded(acme, agent_dir):
 
     assert finished.status == "deadline_exceeded"
     assert "wall-time limit of 30 s" in finished.answer
+
+
+def test_a_run_with_its_own_budget_reserves_it_from_the_day_at_admission(acme, agent_dir):
+    TenantLimits.objects.create(tenant="acme", daily_tokens=7000)
+    agent = scripted_agent(agent_dir, LOOKUPS, max_tokens_per_run=2500)
+
+    first = start(acme, agent, mode="async")
+    second = start(acme, agent, mode="async")
+    third = start(acme, agent, mode="async")  # 5,000 of 7,000 are held by runs not yet done
+
+    assert (first.status_code, second.status_code) == (202, 202)
+    assert third.status_code == 429
+    assert third.json()["error"]["code"] == "tenant_budget_exhausted"
+    assert "cannot cover this run's budget" in third.json()["error"]["message"]
+    assert int(third["Retry-After"]) >= 1
+    day = BudgetLedger.objects.get(key__startswith="tenant:acme:")
+    assert day.tokens_reserved == 5000
+    assert Run.objects.count() == 2
+
+
+def test_a_finished_run_gives_back_what_it_did_not_use(acme, agent_dir):
+    TenantLimits.objects.create(tenant="acme", daily_tokens=6000)
+    agent = scripted_agent(agent_dir, [call("search_tickets", limit=1), {"text": "done"}])
+    slow = scripted_agent(agent_dir, LOOKUPS, max_tokens_per_run=2500)
+    quick = scripted_agent(agent_dir, [{"text": "ok"}], max_tokens_per_run=2500)
+    held = start(acme, slow, mode="async")
+    cancelled = acme.post(f"/api/v1/runs/{held.json()['id']}/cancel", {})
+
+    run = start(acme, agent).json()
+    sized = start(acme, quick)
+
+    assert cancelled.status_code == 200
+    assert run["status"] == "succeeded"
+    assert sized.json()["status"] == "succeeded"
+    day = BudgetLedger.objects.get(key__startswith="tenant:acme:")
+    assert day.tokens_reserved == 0
+    assert day.tokens_used == run["usage"]["total_tokens"] + sized.json()["usage"]["total_tokens"]

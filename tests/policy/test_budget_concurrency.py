@@ -10,7 +10,7 @@ from django.db.models import Sum
 
 from harness.models import Run
 from policy.models import BudgetLedger, TenantLimits
-from tests.policy.runs import TICKET, call, scripted_agent
+from tests.runs import TICKET, call, scripted_agent
 from tests.worker import database_url
 from traces.models import Span
 

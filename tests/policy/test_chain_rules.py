@@ -1,7 +1,7 @@
 """Chain rules over information-flow labels, call rules, and the order of the checks."""
 
 from policy.services import create_rule
-from tests.policy.runs import (
+from tests.runs import (
     TICKET,
     call,
     run_script,

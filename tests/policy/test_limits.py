@@ -10,7 +10,7 @@ from django.conf import settings
 from harness.services import execute_run
 from policy.models import TenantLimits
 from policy.services import tenant_limits
-from tests.policy.runs import call, scripted_agent, start
+from tests.runs import call, scripted_agent, start
 from tests.worker import database_url
 
 # Distinct calls (search limits 1..n), so the repeated-call guard stays out of the way.

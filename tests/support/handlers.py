@@ -1,6 +1,7 @@
 """Tool handlers used only by tests."""
 
 import time
+import uuid
 from typing import Any
 
 from tools.demo.models import Notification
@@ -22,3 +23,16 @@ def slow_note(arguments: dict[str, Any], context: Any) -> dict[str, Any]:
 
 def always_fails(arguments: dict[str, Any], context: Any) -> dict[str, Any]:
     raise ConnectionError("the ticket system is unreachable")
+
+
+def slow_effect(arguments: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Acts first — a notification for every execution, keyed by the execution, so a second
+    run of the same call shows — then sleeps: a non-idempotent tool slower than a lease."""
+    note = Notification.objects.create(
+        idempotency_key=f"{context.idempotency_key}:{uuid.uuid4().hex}",
+        tenant=context.tenant,
+        recipient_id="ops",
+        message=arguments.get("message", "slow effect"),
+    )
+    time.sleep(arguments.get("seconds", 0))
+    return {"notification_id": note.pk}

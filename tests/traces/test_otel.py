@@ -13,6 +13,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from harness.celery import app as celery_app
+from tests.runs import demo_run
 from tests.traces import pii
 from tests.traces.conftest import start_pii_run
 from traces import otel
@@ -27,14 +28,6 @@ def exported():
     otel.configure_tracing(exporter, batch=False)
     yield exporter
     otel.shutdown_tracing()
-
-
-def demo_run(client):
-    response = client.post(
-        "/api/v1/runs", {"agent": "ticket-assistant", "user": "bob", "input": QUESTION}
-    )
-    assert response.status_code == 200
-    return response.json()
 
 
 def test_every_stored_span_is_exported_under_the_runs_request_id(acme, exported):

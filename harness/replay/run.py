@@ -30,10 +30,8 @@ from typing import Any, cast
 from gateway.messages import Message, ToolCall
 from gateway.services import parse_tool_arguments
 from harness.agent_registry import AgentSpec, get_agent
-from harness.errors import HarnessError, ReplayUnavailable
-from harness.honesty import find_unreported_failures, honest_answer
-from harness.models import Run, RunStatus, Tenant
-from harness.tool_calls import (
+from harness.engine.conversation import load_run_messages
+from harness.engine.decisions import (
     PolicyQuestions,
     limit_error,
     precheck_call,
@@ -41,6 +39,9 @@ from harness.tool_calls import (
     rule_gate,
     tool_message,
 )
+from harness.engine.honesty import find_unreported_failures, honest_answer
+from harness.errors import HarnessError, ReplayUnavailable
+from harness.models import Run, RunStatus
 from policy import services as policy
 from tools.errors import ToolErrorCode, ToolFilesInvalid
 from tools.services import ToolDefinition, ToolRegistry, get_tool_registry
@@ -437,8 +438,11 @@ class _Recorded:
 
 
 def _recorded_conversation(run: Run) -> _Recorded:
-    sealed = unseal(run.sealed, None)
-    if sealed and sealed.get("messages"):
+    sealed = unseal(run.sealed, None) or {}
+    stored = load_run_messages(run)
+    if stored:
+        return _Recorded("sealed", stored, 0, sealed.get("answer"))
+    if sealed.get("messages"):  # a run checkpointed whole, before conversations were appended
         messages = [Message.from_dict(m) for m in sealed["messages"]]
         return _Recorded("sealed", messages, _run_start(messages), sealed.get("answer"))
     return _from_audit(run)
@@ -507,71 +511,3 @@ def _from_audit(run: Run) -> _Recorded:
         "records, so masked arguments may fail validation that the clear ones passed."
     ]
     return _Recorded("audit", messages, 0, run.answer or None, notes)
-
-
-# --- what-if ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class WhatIfChange:
-    run_id: str
-    request_id: str
-    step: int
-    call_id: str
-    tool: str
-    before: Verdict
-    after: Verdict
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "request_id": self.request_id,
-            "step": self.step,
-            "call_id": self.call_id,
-            "tool": self.tool,
-            "before": self.before.to_dict(),
-            "after": self.after.to_dict(),
-        }
-
-
-def what_if(tenant: Tenant, changes: list[dict[str, Any]], limit: int) -> dict[str, Any]:
-    """The calls of the tenant's last ``limit`` runs whose verdict the proposed ``changes``
-    would change: each run replayed under today's policy, then under today's policy with the
-    changes (in memory only). Raises ``InvalidRule``/``RuleNotFound`` for a malformed
-    change. Writes nothing."""
-    current = policy.policy_snapshot(tenant.slug)
-    proposed = policy.policy_snapshot(tenant.slug, changes)
-    runs = list(
-        Run.objects.filter(tenant=tenant)
-        .exclude(status__in=[RunStatus.QUEUED, RunStatus.RUNNING])
-        .select_related("tenant")
-        .order_by("-created_at")[: min(limit, MAX_WHAT_IF_RUNS)]
-    )
-    changed: list[WhatIfChange] = []
-    skipped: list[dict[str, str]] = []
-    for run in runs:
-        try:
-            now, then = replay_run(run, current), replay_run(run, proposed)
-        except ReplayUnavailable as exc:
-            skipped.append({"run_id": str(run.id), "reason": exc.message})
-            continue
-        for before, after in zip(now.calls, then.calls, strict=True):
-            if not before.after.same_as(after.after):
-                changed.append(
-                    WhatIfChange(
-                        str(run.id),
-                        run.request_id,
-                        before.step,
-                        before.call_id,
-                        before.tool,
-                        before.after,
-                        after.after,
-                    )
-                )
-    return {
-        "policy_version": current.version,
-        "proposed": [edit.describe() for edit in proposed.edits],
-        "runs_examined": len(runs) - len(skipped),
-        "skipped": skipped,
-        "changes": [change.to_dict() for change in changed],
-    }

@@ -1,4 +1,4 @@
-"""Helpers for policy tests that go through the run API with a scripted model."""
+"""Helpers for tests that go through the run API, with the demo agent or a scripted model."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from tests.factories import write_agent, write_script
 
 TICKET = "T-20250318-007"
 ADMIN = {"X-Harness-User": "alice"}
+QUESTION = "Why has ticket T-20250318-007 not been handled?"
+TEST_TOOLS = ["get_ticket", "search_tickets", "always_fails", "slow_note"]
 
 
 def call(name: str, **arguments: Any) -> dict[str, Any]:
@@ -25,6 +27,20 @@ def scripted_agent(agent_dir: Path, responses: list[dict[str, Any]], **agent: An
     """An agent playing ``responses``; returns its name."""
     script = write_script(agent_dir.parent, responses)
     return write_agent(agent_dir, model=f"scripted:{script}", **agent)["name"]
+
+
+def agent_with(agent_dir: Path, responses: list[dict[str, Any]], **agent: Any) -> str:
+    """A scripted agent with the read tools and the test tools (failing, slow); its name."""
+    return scripted_agent(agent_dir, responses, **({"tools": TEST_TOOLS} | agent))
+
+
+def demo_run(client: Any, user: str = "bob", question: str = QUESTION) -> dict[str, Any]:
+    """A sync run of the demo agent; asserts it answered 200."""
+    response = client.post(
+        "/api/v1/runs", {"agent": "ticket-assistant", "user": user, "input": question}
+    )
+    assert response.status_code == 200, response.content
+    return response.json()
 
 
 def start(client: Any, agent: str, user: str = "alice", **body: Any) -> Any:

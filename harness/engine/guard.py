@@ -1,0 +1,158 @@
+"""What a driver asks of the policy around each step, read once per drive and kept in memory.
+
+- Before each model call: pace it under the tenant's model calls per minute (waiting, never
+  failing, within the run's wall time), then check the run's own budget in memory; a tenant
+  with a daily limit is charged per call only for runs that reserved nothing at admission.
+  A spent budget ends the run as ``budget_exceeded``, a spent wall time as
+  ``deadline_exceeded``.
+- After it: count the real usage (in memory; written with the step).
+- Tool-call limits per run and per tool are counted in memory from the run's own counts.
+- At the end of each driven segment: write the run's ledger row, settle the tenant's day,
+  free the concurrency slot (``end_segment``, inside the segment's last transaction).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+
+from gateway.messages import Message, ModelResponse, ToolSpec
+from gateway.services import estimate_cost_usd
+from gateway.tokens import estimate_tokens
+from harness.agent_registry import AgentSpec
+from harness.models import Run, RunStatus
+from policy import services as policy
+
+
+@dataclass(frozen=True)
+class Stop:
+    status: RunStatus
+    detail: str
+
+
+@dataclass(frozen=True)
+class ToolRefusal:
+    rule: str
+    reason: str
+
+
+class RunGuard:
+    """Budget, pacing, tool-call limits and wall time of one driven segment of a run."""
+
+    def __init__(self, run: Run) -> None:
+        self.tenant = run.tenant.slug
+        self.run_id = str(run.id)
+        self.started = time.monotonic()
+        self.limits = policy.tenant_limits(self.tenant)
+        self.ledger = policy.load_run_ledger(self.tenant, self.run_id)
+        self.tool_counts: dict[str, int] = dict(run.tool_call_counts or {})
+        self._day_reservation: policy.Reservation | None = None
+        self._settle: tuple[policy.Reservation, int, int] | None = None
+        # The run (re)takes its concurrency slot: a no-op for a new run, which took it at
+        # admission; needed after a pause, a hand-off or a crash, which released or lost it.
+        policy.resume_run_slot(self.tenant, self.run_id)
+
+    @property
+    def _per_call(self) -> bool:
+        daily = self.limits.daily_tokens is not None or self.limits.daily_cost_micros is not None
+        return daily and self.ledger.mode == "per_call"
+
+    def elapsed_ms(self) -> int:
+        return int((time.monotonic() - self.started) * 1000)
+
+    def before_model_call(
+        self, agent: AgentSpec, messages: list[Message], specs: list[ToolSpec]
+    ) -> Stop | None:
+        """Pace and admit the next model call; a ``Stop`` ends the run instead."""
+        if not policy.pace_model_call(
+            self.tenant, self.run_id, self._remaining_s(), self.limits.model_calls_per_minute
+        ):
+            return Stop(
+                RunStatus.DEADLINE_EXCEEDED,
+                "The run stopped: the tenant's limit of model calls per minute kept it waiting "
+                "past its wall-time limit.",
+            )
+        prompt = estimate_tokens(messages, specs)
+        completion = settings.HARNESS_COMPLETION_RESERVE_TOKENS
+        cost = policy.usd_to_micros(estimate_cost_usd(agent.model or None, prompt, completion))
+        stop = policy.run_room(self.ledger, prompt + completion, cost or 0, self.elapsed_ms())
+        if stop is None and self._per_call:
+            granted = policy.reserve_day(self.tenant, prompt + completion, cost or 0, self.limits)
+            if isinstance(granted, policy.BudgetStop):
+                stop = granted
+            else:
+                self._day_reservation = granted
+        if stop is None:
+            return None
+        status = (
+            RunStatus.DEADLINE_EXCEEDED if stop.kind == "wall_time" else RunStatus.BUDGET_EXCEEDED
+        )
+        return Stop(status, f"The run stopped before finishing. {stop.message}")
+
+    def after_model_call(self, response: ModelResponse | None) -> int:
+        """Count the real usage (``None``: the call failed); returns its micro-USD. A per-call
+        day reservation is settled with the step's commit (``write_step``)."""
+        reservation, self._day_reservation = self._day_reservation, None
+        tokens = response.usage.total_tokens if response else 0
+        cost = policy.usd_to_micros(response.cost_usd or 0.0) or 0 if response else 0
+        if reservation is not None:
+            self._settle = (reservation, tokens, cost)
+        if response is not None:
+            policy.spend(self.ledger, tokens, cost, per_call=reservation is not None)
+        return cost
+
+    def write_step(self) -> None:
+        """Inside the step's transaction: settle a per-call day reservation."""
+        settle, self._settle = self._settle, None
+        if settle is not None:
+            policy.settle_day(*settle)
+
+    def admit_tool_call(self, tool: str) -> ToolRefusal | None:
+        """Count one executed call against the run's limits (total and per tool) and the
+        tenant's daily tool calls; a refusal says which limit. In memory, except the daily
+        count of a tenant that has one."""
+        per_tool, total = self.ledger.calls_per_tool_limit, self.ledger.tool_calls_limit
+        used = self.tool_counts.get(tool, 0)
+        if per_tool is not None and used >= per_tool:
+            return ToolRefusal(
+                "max_calls_per_tool", f"this run may call {tool} at most {per_tool} times"
+            )
+        if total is not None and self.ledger.tool_calls_used >= total:
+            return ToolRefusal("max_tool_calls_per_run", f"this run may make {total} tool calls")
+        if self.limits.daily_tool_calls is not None and not policy.charge_day_tool_call(
+            self.tenant, self.limits.daily_tool_calls
+        ):
+            return ToolRefusal(
+                "daily_tool_calls", f"tenant {self.tenant} has used its tool calls for today"
+            )
+        self.tool_counts[tool] = used + 1
+        self.ledger.tool_calls_used += 1
+        if self.limits.daily_tool_calls is None:
+            self.ledger.segment_tool_calls += 1
+        return None
+
+    def end_segment(self, ended: bool) -> None:
+        """Inside the segment's last transaction (pause, hand-off, finish): write the run's
+        ledger and the tenant's day; ``ended`` gives back the run's admission reservation."""
+        if self._day_reservation is not None:  # a call reserved and never answered
+            self._settle = (self._day_reservation, 0, 0)
+            self._day_reservation = None
+        self.write_step()
+        policy.save_run_ledger(self.ledger, self.elapsed_ms(), ended=ended)
+        self.started = time.monotonic()
+
+    def release_slot(self) -> None:
+        """After the segment's commit: free the concurrency slot."""
+        policy.release_run(self.tenant, self.run_id)
+
+    def counters(self) -> dict[str, Any]:
+        return {"tool_call_counts": dict(self.tool_counts)}
+
+    def _remaining_s(self) -> float | None:
+        limit = self.ledger.wall_time_limit_ms
+        if limit is None:
+            return None
+        return max(0.0, (limit - self.ledger.wall_time_ms - self.elapsed_ms()) / 1000)

@@ -1,0 +1,223 @@
+"""The run's state machine: the one module that changes a run's status and lease.
+
+Every transition is one conditional UPDATE whose WHERE clause is the transition's
+precondition, and the caller learns from the row count whether it happened (so two processes
+racing for one run never both win). A driver's transitions are also fenced: they name the
+lease token the driver claimed with, and a claim increments it, so a driver that lost the run
+(its lease ran out and another claimed it) can change nothing — its UPDATE matches no row and
+it stops quietly.
+
+    queued ──claim──▶ running ──pause──▶ awaiting_approval ──resume──▶ queued
+      ▲                  │ │ └─hand_off─▶ queued
+      └────requeue───────┘ └─finish─▶ succeeded | failed | step_limit | budget_exceeded | …
+    queued | awaiting_approval ──cancel_idle──▶ cancelled
+
+Lock order, for every transaction that touches more than one of these rows: the run row first
+(the fenced UPDATE opens the step's transaction), then the tenant's budget day row, then the
+tenant's audit chain head.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import connection
+from django.db.models import F, Q
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from harness.models import TERMINAL_STATUSES, Run, RunStatus
+
+
+@dataclass(frozen=True)
+class Lease:
+    """The right to drive one run: held by ``owner`` with fencing ``token``."""
+
+    run_id: str
+    owner: str
+    token: int
+
+
+class LeaseLost(Exception):
+    """This driver no longer holds the run: another claimed it, or it was finished."""
+
+
+def lease_duration() -> timedelta:
+    return timedelta(seconds=settings.HARNESS_RUN_LEASE_S)
+
+
+def claim(run_id: str, owner: str) -> Lease | None:
+    """Take a queued run, or a running one whose driver's lease ran out (``None`` if neither).
+
+    The claim increments the fencing token: from now on only this lease can write for the run.
+    """
+    now = timezone.now()
+    claimable = Q(status=RunStatus.QUEUED) | Q(status=RunStatus.RUNNING, lease_expires_at__lt=now)
+    claimed = Run.objects.filter(claimable, id=run_id).update(
+        status=RunStatus.RUNNING,
+        lease_owner=owner,
+        lease_token=F("lease_token") + 1,
+        lease_expires_at=now + lease_duration(),
+        started_at=Coalesce("started_at", now),
+        updated_at=now,
+    )
+    if not claimed:
+        return None
+    row = Run.objects.filter(id=run_id, lease_owner=owner).values("lease_token").first()
+    if row is None:  # claimed and taken over within the same breath: not ours any more
+        return None
+    return Lease(run_id=str(run_id), owner=owner, token=row["lease_token"])
+
+
+def _held(lease: Lease) -> Q:
+    return Q(id=lease.run_id, lease_token=lease.token, status=RunStatus.RUNNING)
+
+
+def renew(lease: Lease) -> bool:
+    """Push the lease's expiry on (the heartbeat); False once the lease is lost."""
+    now = timezone.now()
+    return bool(Run.objects.filter(_held(lease)).update(lease_expires_at=now + lease_duration()))
+
+
+# The columns a step's checkpoint may write, fenced, in the same statement that checks the lease.
+_STEP_FIELDS = frozenset(
+    {
+        "steps",
+        "model_route",
+        "prompt_tokens",
+        "completion_tokens",
+        "cost_usd",
+        "tool_call_counts",
+    }
+)
+
+
+@dataclass(frozen=True)
+class Fence:
+    """What the fenced checkpoint statement read back in passing."""
+
+    cancel_requested: bool
+
+
+def checkpoint(lease: Lease, fields: dict[str, Any]) -> Fence:
+    """The first statement of a step's transaction: check the lease, renew it and write the
+    run's counters, in one UPDATE … RETURNING. Raises ``LeaseLost`` (roll the step back)."""
+    unknown = set(fields) - _STEP_FIELDS
+    if unknown:
+        raise ValueError(f"not a step field: {', '.join(sorted(unknown))}")
+    now = timezone.now()
+    values = {**fields, "lease_expires_at": now + lease_duration(), "updated_at": now}
+    row = _update_returning(lease, values, "cancel_requested_at")
+    if row is None:
+        raise LeaseLost(lease.run_id)
+    return Fence(cancel_requested=row[0] is not None)
+
+
+def _update_returning(lease: Lease, values: dict[str, Any], returning: str) -> tuple | None:
+    """``UPDATE harness_run SET … WHERE <lease held> RETURNING <returning>`` (PostgreSQL and
+    SQLite both have RETURNING; the ORM's ``update`` would need a second query to read)."""
+    meta = Run._meta
+    quote = connection.ops.quote_name
+    assignments, params = [], []
+    for name, value in values.items():
+        field = meta.get_field(name)
+        assignments.append(f"{quote(field.column)} = %s")
+        params.append(field.get_db_prep_save(value, connection))
+    table = quote(meta.db_table)
+    sql = (
+        f"UPDATE {table} SET {', '.join(assignments)} "  # noqa: S608 (names from the model)
+        f"WHERE {quote('id')} = %s AND {quote('lease_token')} = %s AND {quote('status')} = %s "
+        f"RETURNING {quote(returning)}"
+    )
+    run_id = meta.pk.get_db_prep_value(lease.run_id, connection)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, run_id, lease.token, RunStatus.RUNNING])
+        return cursor.fetchone()
+
+
+def pause(lease: Lease, detail: str) -> None:
+    """running → awaiting_approval (fenced); the lease is given up. Raises ``LeaseLost``."""
+    moved = Run.objects.filter(_held(lease)).update(
+        status=RunStatus.AWAITING_APPROVAL,
+        status_detail=detail,
+        lease_owner="",
+        lease_expires_at=None,
+        updated_at=timezone.now(),
+    )
+    if not moved:
+        raise LeaseLost(lease.run_id)
+
+
+def resume(run_id: str) -> bool:
+    """awaiting_approval → queued, once every held call is decided; True for one caller."""
+    return bool(
+        Run.objects.filter(id=run_id, status=RunStatus.AWAITING_APPROVAL).update(
+            status=RunStatus.QUEUED, updated_at=timezone.now()
+        )
+    )
+
+
+def hand_off(lease: Lease) -> bool:
+    """running → queued for a worker (the sync deadline passed); fenced."""
+    return bool(
+        Run.objects.filter(_held(lease)).update(
+            status=RunStatus.QUEUED,
+            lease_owner="",
+            lease_expires_at=None,
+            updated_at=timezone.now(),
+        )
+    )
+
+
+def finish(lease: Lease, status: str, fields: dict[str, Any]) -> None:
+    """running → a terminal status (fenced), with the run's outcome. Raises ``LeaseLost``:
+    a run finished by one driver is never rewritten by another."""
+    if status not in TERMINAL_STATUSES:
+        raise ValueError(f"{status} is not a terminal status")
+    now = timezone.now()
+    moved = Run.objects.filter(_held(lease)).update(
+        **fields,
+        status=status,
+        finished_at=now,
+        updated_at=now,
+        lease_owner="",
+        lease_expires_at=None,
+    )
+    if not moved:
+        raise LeaseLost(lease.run_id)
+
+
+def request_cancel(run_id: str) -> None:
+    """Ask the run's driver to stop at its next step boundary (the first request counts)."""
+    Run.objects.filter(id=run_id, cancel_requested_at__isnull=True).update(
+        cancel_requested_at=timezone.now()
+    )
+
+
+def cancel_idle(run_id: str) -> bool:
+    """queued | awaiting_approval → cancelled, when nobody drives the run; True if it moved."""
+    now = timezone.now()
+    return bool(
+        Run.objects.filter(
+            id=run_id, status__in=[RunStatus.QUEUED, RunStatus.AWAITING_APPROVAL]
+        ).update(
+            status=RunStatus.CANCELLED,
+            stop_reason="cancelled",
+            status_detail="The run was cancelled.",
+            answer="The run was cancelled before it finished.",
+            finished_at=now,
+            updated_at=now,
+        )
+    )
+
+
+def list_stalled(now: datetime) -> list[Any]:
+    """Runs to hand to a worker again: running ones whose lease ran out (their driver died)
+    and queued ones nobody picked up for a lease's length (their message was lost).
+    The claim, not this list, decides who drives: listing twice is harmless."""
+    expired = Run.objects.filter(status=RunStatus.RUNNING, lease_expires_at__lt=now)
+    forgotten = Run.objects.filter(status=RunStatus.QUEUED, updated_at__lt=now - lease_duration())
+    return [*expired.values_list("id", flat=True), *forgotten.values_list("id", flat=True)]

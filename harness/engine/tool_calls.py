@@ -1,0 +1,399 @@
+"""Deciding and executing the tool calls of one step, live.
+
+Each call goes through the shared decision chain (``harness.engine.decisions``), asking the
+tenant's policy as this drive caches it (``DrivePolicy``), then approvals and the tool-call
+limits; the allowed ones run together (in parallel where safe). Every refusal becomes a
+structured error for the model and a span; nothing raises. A call held for a human's approval
+has no result yet: its message is ``None`` and the driver pauses the run.
+
+Spans and audit records go to the run's buffered recorder and are written with the step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateway.messages import Message, ToolCall
+from harness.agent_registry import AgentSpec
+from harness.engine.decisions import (
+    PolicyQuestions,
+    callable_tools,
+    limit_error,
+    precheck_call,
+    rule_error,
+    rule_gate,
+    tool_message,
+)
+from harness.engine.guard import RunGuard
+from policy import services as policy
+from tools.errors import ToolCallError, ToolErrorCode
+from tools.services import (
+    PlannedCall,
+    ToolContext,
+    ToolDefinition,
+    ToolOutcome,
+    ToolRegistry,
+    execute_tool_calls,
+    result_for_model,
+)
+from traces.services import AuditKind, OpenSpan, SpanKind, SpanStatus, TraceRecorder, under
+
+
+@dataclass
+class DrivePolicy:
+    """The tenant's policy as one drive of a run uses it: ACL decisions, visible tools and
+    rules read once and again only when the policy version moves (checked once per step);
+    the run's approvals and labels read once, labels noted in memory and written with the
+    step."""
+
+    tenant: str
+    user_id: str
+    run_id: str
+    version_key: tuple[int, str] = (-1, "")
+    _acl: dict[tuple[str, ...], policy.Decision] = field(default_factory=dict)
+    approvals: dict[str, policy.ToolApproval] = field(default_factory=dict)
+    held: dict[str, Any] = field(default_factory=dict)
+    new_labels: list[policy.HeldLabelValue] = field(default_factory=list)
+
+    @classmethod
+    def load(cls, tenant: str, user_id: str, run_id: str) -> DrivePolicy:
+        loaded = cls(tenant, user_id, run_id)
+        loaded.approvals = {a.call_id: a for a in policy.list_approvals(tenant, run_id)}
+        loaded.held = {label.label: label for label in policy.list_labels(run_id)}
+        return loaded
+
+    def refresh(self) -> None:
+        """Once per step: forget the decisions if the policy version moved."""
+        key = policy.current_version_key()
+        if key != self.version_key:
+            self._acl.clear()
+            self.version_key = key
+
+    @property
+    def version(self) -> int:
+        return self.version_key[0]
+
+    def authorize(self, tool: ToolDefinition) -> policy.Decision:
+        scopes = tuple(tool.access)
+        decision = self._acl.get(scopes)
+        if decision is None:
+            decision = policy.authorize_scopes(self.tenant, self.user_id, scopes)
+            self._acl[scopes] = decision
+        return decision
+
+    def visible_tools(self, agent: AgentSpec, registry: ToolRegistry) -> list[ToolDefinition]:
+        return callable_tools(agent, registry, lambda tool: self.authorize(tool).allowed)
+
+    def chain(self, tool: ToolDefinition) -> policy.RuleVerdict:
+        rules = policy.rules_for(self.tenant, self.version_key)
+        return policy.evaluate_chain_rules(
+            rules, self.version, tool.name, tool.carries, tool.sink, self.held
+        )
+
+    def call_rules(self, tool: ToolDefinition, arguments: dict[str, Any]) -> policy.RuleVerdict:
+        rules = policy.rules_for(self.tenant, self.version_key)
+        return policy.evaluate_call_rules(rules, self.version, tool.name, tool.approval, arguments)
+
+    def note_labels(self, call_id: str, tool: ToolDefinition) -> None:
+        for label in tool.carries:
+            if label not in self.held:
+                held = policy.HeldLabelValue(label, call_id, tool.name)
+                self.held[label] = held
+                self.new_labels.append(held)
+
+    def write_labels(self) -> None:
+        """Inside the step's transaction."""
+        labels, self.new_labels = self.new_labels, []
+        policy.record_labels(self.run_id, labels)
+
+
+@dataclass(frozen=True)
+class CallScope:
+    """Who the calls of one run act for, what limits them, and where they are recorded."""
+
+    tenant: str
+    user_id: str
+    run_id: str
+    agent: AgentSpec
+    registry: ToolRegistry
+    tracer: TraceRecorder
+    parent: OpenSpan
+    policy: DrivePolicy
+    guard: RunGuard
+
+
+def declared_argument_pointers(calls: list[ToolCall], registry: ToolRegistry) -> dict[str, str]:
+    """The tool files' sensitive argument fields, as pointers into a model response's calls."""
+    pointers: dict[str, str] = {}
+    for position, call in enumerate(calls):
+        tool = registry.get(call.name)
+        if tool is not None:
+            pointers |= under(f"/tool_calls/{position}/arguments", tool.sensitive.get("arguments"))
+    return pointers
+
+
+@dataclass
+class Decided:
+    """The calls of a step after the policy: results (refusals) and holds in the model's
+    order, and the calls ready to execute."""
+
+    results: dict[str, tuple[Message, bool]] = field(default_factory=dict)
+    held: list[ToolCall] = field(default_factory=list)
+    allowed: list[tuple[ToolCall, PlannedCall]] = field(default_factory=list)
+
+
+def decide_tool_calls(calls: Sequence[ToolCall], scope: CallScope) -> Decided:
+    """Put each call through the policy; nothing runs yet."""
+    decided = Decided()
+    for call in calls:
+        outcome = _decide(call, scope)
+        if isinstance(outcome, PlannedCall):
+            decided.allowed.append((call, outcome))
+        elif outcome[0] is None:
+            decided.held.append(call)
+        else:
+            decided.results[call.id] = (outcome[0], outcome[1])
+    return decided
+
+
+def execute_decided(decided: Decided, scope: CallScope) -> None:
+    """Execute the allowed calls; each gets a tool_call span and a tool_io audit record, and
+    its result joins ``decided.results``."""
+    batch = decided.allowed
+    spans: dict[int, OpenSpan] = {}
+
+    def on_start(index: int) -> None:
+        call = batch[index][0]
+        spans[index] = scope.tracer.start(
+            SpanKind.TOOL_CALL, call.name, scope.parent, call_id=call.id, tool=call.name
+        )
+
+    def on_finish(index: int, outcome: ToolOutcome) -> None:
+        call, planned = batch[index]
+        decided.results[call.id] = _record_outcome(call, planned, outcome, spans[index], scope)
+
+    execute_tool_calls([planned for _, planned in batch], on_start=on_start, on_finish=on_finish)
+
+
+def _questions(scope: CallScope) -> PolicyQuestions:
+    def acl(call: ToolCall, tool: ToolDefinition) -> policy.Decision:
+        decision = scope.policy.authorize(tool)
+        _record_check(
+            scope,
+            call,
+            "acl",
+            refused=not decision.allowed,
+            scopes=list(tool.access),
+            allowed=decision.allowed,
+            reason=decision.reason,
+            rule=list(decision.rule),
+            policy_version=scope.policy.version,
+        )
+        return decision
+
+    return PolicyQuestions(
+        acl=acl,
+        chain=scope.policy.chain,
+        callable_tools=lambda: [
+            t.name for t in scope.policy.visible_tools(scope.agent, scope.registry)
+        ],
+    )
+
+
+def _decide(call: ToolCall, scope: CallScope) -> tuple[Message | None, bool] | PlannedCall:
+    """A refusal (message, False), a hold for approval (None, False), or the call ready to
+    execute."""
+    pre = precheck_call(call, scope.agent, scope.registry, _questions(scope))
+    if pre.check == "acl":
+        return tool_message(call, error=pre.error), False
+    if pre.check == "chain":
+        return _refuse_by_rule(call, scope, pre.chain, "chain")
+    if pre.check:
+        return _refuse(call, scope, pre.error, rule=pre.check)
+    tool = pre.tool
+    gated = _approval_and_limits(call, tool, scope, pre.chain)
+    if gated is not None:
+        return gated
+    context = ToolContext(
+        tenant=scope.tenant,
+        user_id=scope.user_id,
+        run_id=scope.run_id,
+        call_id=call.id,
+        idempotency_key=f"{scope.run_id}:{call.id}",
+    )
+    return PlannedCall(tool=tool, arguments=call.arguments, context=context)
+
+
+def _record_outcome(
+    call: ToolCall, planned: PlannedCall, outcome: ToolOutcome, span: OpenSpan, scope: CallScope
+) -> tuple[Message, bool]:
+    key = planned.context.idempotency_key
+    shown, digested = (
+        result_for_model(planned.tool, outcome.result) if outcome.ok else (None, False)
+    )
+    span.set(
+        duration_ms=outcome.duration_ms,
+        idempotency_key=key,
+        attempts=outcome.attempts,
+        replayed=outcome.replayed,
+        result_digest=digested,
+    )
+    if outcome.error:
+        span.fail(error_code=str(outcome.error.code))
+    # The audit keeps the whole result, even when the model is shown a digest.
+    scope.tracer.audit(
+        span,
+        AuditKind.TOOL_IO,
+        {
+            "tool": call.name,
+            "call_id": call.id,
+            "status": "ok" if outcome.ok else "error",
+            "proposed_arguments": call.raw_arguments,
+            "arguments": planned.arguments,
+            "result": outcome.result,
+            "error": outcome.error.to_dict() if outcome.error else None,
+            "traceback": outcome.traceback or None,
+            "duration_ms": outcome.duration_ms,
+            "idempotency_key": key,
+            "attempts": outcome.attempts,
+            "replayed": outcome.replayed,
+        },
+        sensitive=under("/arguments", planned.tool.sensitive.get("arguments"))
+        | under("/result", planned.tool.sensitive.get("result")),
+    )
+    scope.tracer.end(span)
+    if outcome.error:
+        return tool_message(call, error=outcome.error), False
+    return tool_message(call, result=shown), True
+
+
+def _record_check(
+    scope: CallScope, call: ToolCall, check: str, refused: bool, **attributes: Any
+) -> None:
+    """A ``policy_check`` span for one decision about ``call``, and the same decision as a
+    chained audit record: which rule allowed or refused what is tamper-evident too."""
+    with scope.tracer.span(
+        SpanKind.POLICY_CHECK,
+        f"{check} {call.name}",
+        scope.parent,
+        call_id=call.id,
+        tool=call.name,
+        check=check,
+        **attributes,
+    ) as span:
+        if refused:
+            span.fail(SpanStatus.REFUSED)
+        scope.tracer.audit(
+            span,
+            AuditKind.POLICY_DECISION,
+            {"call_id": call.id, "tool": call.name, "check": check, "refused": refused}
+            | attributes,
+        )
+
+
+def _refuse(
+    call: ToolCall, scope: CallScope, error: ToolCallError, rule: str
+) -> tuple[Message, bool]:
+    _record_check(scope, call, rule, refused=True, allowed=False, error=error.to_dict())
+    return tool_message(call, error=error), False
+
+
+def _approval_and_limits(
+    call: ToolCall, tool: ToolDefinition, scope: CallScope, chain: policy.RuleVerdict
+) -> tuple[Message | None, bool] | None:
+    """Call rules and approvals, then the tool-call limits; ``None`` means "execute it"."""
+    arguments = call.arguments or {}
+    approval = scope.policy.approvals.get(call.id)
+    if approval is None:
+        verdict = scope.policy.call_rules(tool, arguments)
+        gate = rule_gate(verdict, chain)
+        if gate is not None:
+            if gate[0] == "refuse":
+                return _refuse_by_rule(call, scope, gate[1], "call_rule")
+            return _hold(call, tool, scope, gate[1])
+    elif approval.status == policy.ApprovalStatus.PENDING:
+        return None, False
+    elif (
+        approval.status != policy.ApprovalStatus.APPROVED
+        or policy.hash_arguments(arguments) != approval.arguments_sha256
+    ):
+        return _refuse_unapproved(call, scope, approval)
+    refusal = scope.guard.admit_tool_call(tool.name)
+    if refusal is not None:
+        return _refuse(call, scope, limit_error(call, refusal.rule, refusal.reason), rule="limit")
+    # The run holds the labels from now on, even if the call then fails: it may have read.
+    scope.policy.note_labels(call.id, tool)
+    return None
+
+
+def _hold(
+    call: ToolCall, tool: ToolDefinition, scope: CallScope, verdict: policy.RuleVerdict
+) -> tuple[Message | None, bool]:
+    approval = policy.hold_for_approval(
+        tenant=scope.tenant,
+        run_id=scope.run_id,
+        call_id=call.id,
+        tool=call.name,
+        user_id=scope.user_id,
+        arguments=call.arguments or {},
+        # Approvers see the arguments masked; the decision binds to the clear ones' hash.
+        display_arguments=scope.tracer.mask(
+            call.arguments or {}, tool.sensitive.get("arguments") or {}
+        ),
+        rule=verdict.rule,
+        reason=verdict.reason,
+        policy_version=verdict.version,
+    )
+    scope.policy.approvals[call.id] = approval
+    _record_check(
+        scope,
+        call,
+        "approval",
+        refused=False,
+        held=True,
+        approval_id=approval.pk,
+        arguments_sha256=approval.arguments_sha256,
+        expires_at=approval.expires_at.isoformat(),
+        **verdict.attributes(),
+    )
+    return None, False
+
+
+def _refuse_by_rule(
+    call: ToolCall, scope: CallScope, verdict: policy.RuleVerdict, check: str
+) -> tuple[Message, bool]:
+    error = rule_error(call, verdict)
+    _record_check(scope, call, check, refused=True, allowed=False, **verdict.attributes())
+    return tool_message(call, error=error), False
+
+
+def _refuse_unapproved(
+    call: ToolCall, scope: CallScope, approval: policy.ToolApproval
+) -> tuple[Message, bool]:
+    if approval.status == policy.ApprovalStatus.APPROVED:
+        why = "its arguments differ from the approved ones"
+    elif approval.status == policy.ApprovalStatus.EXPIRED:
+        why = "nobody approved it before the approval expired"
+    else:
+        why = f"{approval.decided_by} denied it" + (
+            f" ({approval.comment})" if approval.comment else ""
+        )
+    error = ToolCallError(
+        ToolErrorCode.APPROVAL_DENIED,
+        f"{call.name} was not run: {why}. Do not retry it; tell the user.",
+        {"tool": call.name, "approval": approval.status, "rule": approval.rule},
+    )
+    _record_check(
+        scope,
+        call,
+        "approval",
+        refused=True,
+        allowed=False,
+        approval=approval.status,
+        decided_by=approval.decided_by,
+        rule=approval.rule,
+        policy_version=approval.policy_version,
+    )
+    return tool_message(call, error=error), False

@@ -1,0 +1,100 @@
+"""A step's writes, together: one fenced transaction per step.
+
+The driver collects what a step produced — new conversation messages, events, spans and audit
+records (the recorder's buffer), fingerprints, budget and label rows — and ``commit`` writes it
+all in one transaction that begins with the fenced UPDATE of the run row
+(``harness.engine.state``). If the lease is lost, the UPDATE matches nothing, the transaction
+rolls back and nothing of the step is written. Rows go in as one multi-row INSERT per table;
+nothing is read before it is written (the driver knows the next event number and message
+index). What must wait for the commit — Celery messages, the OpenTelemetry export — runs
+``on_commit``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from django.db import transaction
+
+from harness.engine import state
+from harness.models import RunEvent, RunMessage
+from traces.services import TraceRecorder, seal
+
+
+class StepWrites:
+    """Buffers the rows of a run's current step until ``commit``."""
+
+    def __init__(
+        self,
+        lease: state.Lease,
+        tracer: TraceRecorder,
+        next_event: int,
+        next_message: int,
+    ) -> None:
+        self.lease = lease
+        self.tracer = tracer
+        self.next_event = next_event
+        self.next_message = next_message
+        self._events: list[RunEvent] = []
+        self._messages: list[RunMessage] = []
+        self._inside: list[Callable[[], None]] = []
+        self._after: list[Callable[[], None]] = []
+
+    def event(self, event_type: str, data: dict[str, Any]) -> None:
+        """An event of the run's stream; ``data`` must already be masked."""
+        self._events.append(
+            RunEvent(run_id=self.lease.run_id, sequence=self.next_event, type=event_type, data=data)
+        )
+        self.next_event += 1
+
+    def message(self, clear: dict[str, Any]) -> None:
+        """A new message of the run's conversation: stored masked, and sealed in clear."""
+        self._messages.append(
+            RunMessage(
+                run_id=self.lease.run_id,
+                index=self.next_message,
+                data=self.tracer.mask(clear),
+                sealed=seal(clear),
+            )
+        )
+        self.next_message += 1
+
+    def inside(self, write: Callable[[], None]) -> None:
+        """Run ``write`` inside the step's transaction, after the run row is fenced."""
+        self._inside.append(write)
+
+    def after_commit(self, action: Callable[[], None]) -> None:
+        self._after.append(action)
+
+    def commit(
+        self,
+        fields: dict[str, Any] | None = None,
+        transition: Callable[[], Any] | None = None,
+    ) -> state.Fence | None:
+        """Write the step. The run row is updated first — ``state.checkpoint`` with
+        ``fields`` by default, or ``transition`` (pause, finish) — which raises
+        ``state.LeaseLost`` if this driver lost the run: then nothing is written."""
+        events, self._events = self._events, []
+        messages, self._messages = self._messages, []
+        inside, self._inside = self._inside, []
+        after, self._after = self._after, []
+        try:
+            with transaction.atomic():
+                fence = transition() if transition else state.checkpoint(self.lease, fields or {})
+                if messages:
+                    RunMessage.objects.bulk_create(messages)
+                if events:
+                    RunEvent.objects.bulk_create(events)
+                for write in inside:
+                    write()
+                export = self.tracer.flush()
+                transaction.on_commit(export)
+                for action in after:
+                    transaction.on_commit(action)
+        except BaseException:
+            # Nothing of the step was written: forget the numbers it had taken.
+            self.next_event -= len(events)
+            self.next_message -= len(messages)
+            raise
+        return fence if isinstance(fence, state.Fence) else None
