@@ -7,7 +7,15 @@ through ``TraceRecorder.mask`` during a run, or ``mask_for_storage`` before one 
 from collections.abc import Mapping
 from typing import Any
 
-from traces.chain import ChainReport, anchor_run, verify_chain
+from traces.chain import (
+    ChainReport,
+    RunChain,
+    anchor_run,
+    insert_records,
+    normalize_json,
+    verify_chain,
+)
+from traces.errors import NonFiniteNumber
 from traces.masking import under
 from traces.models import AuditKind, SpanKind, SpanStatus
 from traces.recorder import OpenSpan, TraceRecorder, new_masker, store_fingerprints
@@ -17,14 +25,18 @@ from traces.sealing import seal, unseal
 __all__ = [
     "AuditKind",
     "ChainReport",
+    "NonFiniteNumber",
     "OpenSpan",
     "RetentionReport",
+    "RunChain",
     "SpanKind",
     "SpanStatus",
     "TraceRecorder",
     "anchor_run",
     "delete_expired_traces",
+    "insert_records",
     "mask_for_storage",
+    "normalize_json",
     "seal",
     "under",
     "unseal",
