@@ -24,6 +24,7 @@ clients); ``BENCH_ASYNC_RUNS`` (per repetition); ``BENCH_CONCURRENT`` (24);
 from __future__ import annotations
 
 import http.client
+import itertools
 import json
 import os
 import statistics
@@ -62,7 +63,9 @@ GOODPUT_RUNS = _int("BENCH_GOODPUT_RUNS", 20, 20)
 GOODPUT_TOKENS = _int("BENCH_GOODPUT_TOKENS", 6000, 6000)
 GOODPUT_STEPS = 6
 SKIP = {s.strip() for s in os.environ.get("BENCH_SKIP", "").split(",") if s.strip()}
-TERMINAL = {"succeeded", "failed", "cancelled", "budget_exceeded", "step_limit", "deadline_exceeded"}
+TERMINAL = {
+    *("succeeded", "failed", "cancelled", "budget_exceeded", "step_limit", "deadline_exceeded"),
+}
 
 # Issue #10's targets, printed next to the figures.
 TARGET_STATEMENTS = 12
@@ -83,7 +86,11 @@ def main() -> None:
 
     engine = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
     broker = settings.CELERY_BROKER_URL.split(":")[0]
-    print(f"database: {engine}, broker: {broker}, repetitions: {REPS}{' (quick)' if QUICK else ''}")
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(
+        f"database: {engine}, broker: {broker}, repetitions: {REPS}{' (quick)' if QUICK else ''}"
+        f", load average {load} on {os.cpu_count()} CPUs"
+    )
     counter.install()
     sections = [
         ("statements", statements_per_step),
@@ -97,7 +104,8 @@ def main() -> None:
     for name, section in sections:
         if name not in SKIP:
             section()
-    print("\ntargets (issue #10):")
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"\ntargets (issue #10; load average now {load}):")
     for figure, target, met in verdicts:
         print(f"  {'met   ' if met else 'MISSED'}  {figure}  (target {target})")
 
@@ -166,11 +174,13 @@ def statements_per_step() -> None:
     print(line("a tool step (10-step run minus 2-step run, /8)", tool_step))
     print(line("final step with run start and finish", final_step))
     print(line("create_run (admission), per run", admission))
-    print("  (round trips = statements + 2 × BEGIN/COMMIT pairs: BEGIN and COMMIT are one each)")
+    print("  (round trips = statements + 2 x BEGIN/COMMIT pairs: BEGIN and COMMIT are one each)")
 
     kinds10 = _kinds([d for _, d, _ in long])
     kinds2 = _kinds([d for _, d, _ in short])
-    per_step = {k: (n + _kinds([a for a, _, _ in long]).get(k, 0)) / steps for k, n in kinds10.items()}
+    kinds_admission = _kinds([a for a, _, _ in long])
+    labels = set(kinds10) | set(kinds_admission)
+    per_step = {k: (kinds10.get(k, 0) + kinds_admission.get(k, 0)) / steps for k in labels}
     per_tool = {k: (kinds10.get(k, 0) - kinds2.get(k, 0)) / (steps - 2) for k in kinds10}
     print("  where the statements go, per step (whole run) / per tool step:")
     for label, n in sorted(per_step.items(), key=lambda kv: -kv[1])[:15]:
@@ -236,11 +246,11 @@ def run_lengths() -> None:
         line = f"  {n:3d} steps: {statistics.median(per_step):7.2f} ms per step"
         if ratios:
             ratio = statistics.median(ratios)
-            line += f"; last quarter's steps ÷ first quarter's: {ratio:.2f}×"
+            line += f"; last quarter's steps ÷ first quarter's: {ratio:.2f}x"
             if n == max(LENGTHS):
                 verdict(
-                    f"{n}-step run, last quarter ÷ first quarter {ratio:.2f}×",
-                    f"≤ {TARGET_QUARTER_RATIO}×",
+                    f"{n}-step run, last quarter ÷ first quarter {ratio:.2f}x",
+                    f"≤ {TARGET_QUARTER_RATIO}x",
                     ratio <= TARGET_QUARTER_RATIO,
                 )
         print(line)
@@ -248,7 +258,7 @@ def run_lengths() -> None:
 
 def _quarter_ratio(ticks: list[float]) -> float | None:
     """Mean step time (between consecutive tool calls) of the last quarter ÷ the first's."""
-    steps = [b - a for a, b in zip(ticks, ticks[1:], strict=False)]
+    steps = [b - a for a, b in itertools.pairwise(ticks)]
     quarter = len(steps) // 4
     if quarter < 2:
         return None
@@ -281,7 +291,7 @@ def sync_api_in_process() -> None:
         rates.append(API_RUNS / (time.perf_counter() - started))
     print(
         f"\nsync runs through the API, Django test client in process, one at a time: "
-        f"{statistics.median(rates):.1f} runs/s ({STEPS} steps each, {API_RUNS} runs × {REPS})"
+        f"{statistics.median(rates):.1f} runs/s ({STEPS} steps each, {API_RUNS} runs x {REPS})"
     )
 
 
@@ -297,11 +307,15 @@ def sync_api_gunicorn() -> None:
     failures = sum(failed for _, failed, _ in results)
     rate = statistics.median(rates)
     print(
-        f"sync runs through the API, gunicorn 2 workers × 4 threads, {HTTP_CLIENTS} clients on "
-        f"loopback: {rate:.1f} runs/s (≤ {HTTP_RUNS} runs or {HTTP_S} s × {REPS}; "
+        f"sync runs through the API, gunicorn 2 workers x 4 threads, {HTTP_CLIENTS} clients on "
+        f"loopback: {rate:.1f} runs/s (≤ {HTTP_RUNS} runs or {HTTP_S} s x {REPS}; "
         f"{failures} failed)"
     )
-    verdict(f"sync API {rate:.1f} runs/s (gunicorn)", f"≥ {TARGET_SYNC_RPS} runs/s", rate >= TARGET_SYNC_RPS)
+    verdict(
+        f"sync API {rate:.1f} runs/s (gunicorn)",
+        f"≥ {TARGET_SYNC_RPS} runs/s",
+        rate >= TARGET_SYNC_RPS,
+    )
 
 
 def _http_burst(port: int, key: str, body: str, runs: int, seconds: float):
@@ -387,7 +401,7 @@ def async_rate() -> None:
     rate = statistics.median(rates)
     print(
         f"\nasync runs with two Celery workers: {rate:.1f} runs/s ({STEPS} steps each, "
-        f"{ASYNC_RUNS} runs × {REPS}; {failed} did not succeed)"
+        f"{ASYNC_RUNS} runs x {REPS}; {failed} did not succeed)"
     )
     verdict(
         f"async {rate:.1f} runs/s, {failed} not succeeded",
@@ -405,9 +419,7 @@ def goodput() -> None:
     open_limits("globex", daily_tokens=GOODPUT_TOKENS)
     client = Client()
     headers = {"HTTP_AUTHORIZATION": f"Bearer {_api_key('globex')}", "HTTP_HOST": "localhost"}
-    body = json.dumps(
-        {"agent": "bench-goodput", "user": "charlie", "input": "go", "mode": "async"}
-    )
+    body = json.dumps({"agent": "bench-goodput", "user": "charlie", "input": "go", "mode": "async"})
     ids, refused = [], {}
     for _ in range(GOODPUT_RUNS):
         response = client.post(
@@ -427,14 +439,14 @@ def goodput() -> None:
         tokens += run["usage"]["total_tokens"]
     succeeded = statuses.get("succeeded", 0)
     assert Run.objects.filter(id__in=ids).count() == len(ids)
-    refusals = ", ".join(f"{n} × {code}" for code, n in refused.items()) or "none"
+    refusals = ", ".join(f"{n} x {code}" for code, n in refused.items()) or "none"
     print(
         f"\ngoodput: {GOODPUT_RUNS} async runs of a {GOODPUT_STEPS}-step agent against a "
         f"{GOODPUT_TOKENS:,}-token daily budget (two workers)"
     )
     print(f"  finished: {', '.join(f'{n} {s}' for s, n in sorted(statuses.items())) or 'none'}")
     print(f"  refused at admission: {sum(refused.values())} ({refusals})")
-    per_run = f", {tokens / succeeded:.0f} tokens per succeeded run" if succeeded else ""
+    per_run = f", {tokens / succeeded:,.0f} spent per succeeded run" if succeeded else ""
     print(f"  tokens spent: {tokens:,} of {GOODPUT_TOKENS:,}{per_run}")
     print(f"  goodput: {succeeded} runs finished with an answer per {GOODPUT_TOKENS:,} tokens")
 
@@ -496,9 +508,10 @@ def concurrent_runs() -> None:
         print(f"  {error}")
     if not chain_ok:
         print("  " + (check.stdout + check.stderr).strip().replace("\n", "\n  ")[-1500:])
+    chain = "verifies" if chain_ok else "BROKEN"
     verdict(
         f"{CONCURRENT} concurrent runs: {len(errors)} failed, deadlocks "
-        f"{'n/a' if deadlocks is None else deadlocks}, chain {'verifies' if chain_ok else 'BROKEN'}",
+        f"{'n/a' if deadlocks is None else deadlocks}, chain {chain}",
         "no deadlock, no failure, chain verifies",
         not errors and not deadlocks and chain_ok,
     )
