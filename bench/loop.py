@@ -138,6 +138,7 @@ def _median_tally(tallies: list[Tally]) -> dict[str, float]:
         "autocommit": statistics.median(t.autocommit for t in tallies),
         "transactions": statistics.median(t.transactions for t in tallies),
         "round_trips": statistics.median(t.round_trips for t in tallies),
+        "connections": statistics.median(t.connections for t in tallies),
     }
 
 
@@ -162,19 +163,24 @@ def statements_per_step() -> None:
     whole = {k: (drive10[k] + admission[k]) / steps for k in drive10}
 
     def line(label: str, f: dict[str, float]) -> str:
+        split = f"= {f['pairs']:.1f} pairs + {f['autocommit']:.1f} autocommit"
         return (
-            f"  {label:<46} {f['statements']:6.1f} statements, {f['transactions']:5.1f} "
-            f"transactions ({f['pairs']:.1f} BEGIN/COMMIT pairs + {f['autocommit']:.1f} in "
-            f"autocommit), {f['round_trips']:5.1f} round trips"
+            f"  {label:<48}{f['statements']:>11.1f}{f['transactions']:>13.1f} {split:<30}"
+            f"{f['round_trips']:>12.1f}{f['connections']:>12.1f}"
         )
 
     print(f"\nstatements and transactions ({steps}-step runs, median of {STATEMENT_RUNS}):")
+    head = ("statements", "transactions", "(BEGIN/COMMIT pairs + autocommit)", "round trips")
+    print(f"  {'':<48}{head[0]:>11}{head[1]:>13} {head[2]:<30}{head[3]:>12}{'connections':>12}")
     print(line("per step, whole run (create_run + execute_run)", whole))
     print(line("per step, execute_run only", {k: v / steps for k, v in drive10.items()}))
     print(line("a tool step (10-step run minus 2-step run, /8)", tool_step))
     print(line("final step with run start and finish", final_step))
     print(line("create_run (admission), per run", admission))
-    print("  (round trips = statements + 2 x BEGIN/COMMIT pairs: BEGIN and COMMIT are one each)")
+    print(
+        "  (round trips = statements + 2 x BEGIN/COMMIT pairs: BEGIN and COMMIT are one each; "
+        "connections: database connections opened)"
+    )
 
     kinds10 = _kinds([d for _, d, _ in long])
     kinds2 = _kinds([d for _, d, _ in short])

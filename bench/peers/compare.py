@@ -42,6 +42,7 @@ from bench.support.setup import (  # noqa: E402
     create_database,
     prepare,
 )
+from bench.support.sql import StatementCounter, Tally  # noqa: E402
 
 REPS = int(os.environ.get("BENCH_PEER_REPS", "3"))
 RUNS = int(os.environ.get("BENCH_PEER_RUNS", "40"))
@@ -61,6 +62,7 @@ def main() -> None:
     create_database(langgraph_url)
     prepare({}, peer_agent=True, suffix="peers")
     harness_runs(WARMUP)  # warm Harness's caches as a running server has them
+    counted = harness_round_trips()
     print(
         f"per-step median, {PEER_STEPS} model calls + 4 tool calls per run, {RUNS} runs per "
         f"peer and repetition, back to back:"
@@ -84,6 +86,11 @@ def main() -> None:
         f"Harness ÷ LangGraph+PostgresSaver: {ratio:.1f}x (target ≤ 1x; execute_run alone "
         f"{driving / peer:.1f}x)"
     )
+    print(
+        f"Harness on this task, per step: {counted.statements / PEER_STEPS:.1f} statements, "
+        f"{counted.transactions / PEER_STEPS:.1f} transactions, "
+        f"{counted.connections / PEER_STEPS:.1f} database connections opened"
+    )
 
 
 def langgraph(url: str) -> float:
@@ -99,6 +106,19 @@ def langgraph(url: str) -> float:
     if out.returncode:
         raise SystemExit(f"langgraph_run.py failed:\n{out.stderr[-2000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])["per_step_ms_median"]
+
+
+def harness_round_trips() -> Tally:
+    """What one whole Harness run of the task costs in statements, transactions, connections."""
+    from harness.models import Tenant
+    from harness.services import RunRequest, create_run, execute_run
+
+    counter = StatementCounter()
+    tenant = Tenant.objects.get(slug="acme")
+    with counter.measure() as tally:
+        run, _ = create_run(tenant, RunRequest(agent="bench-peer", user_id="bob", input="go"))
+        execute_run(run.id)
+    return tally
 
 
 def harness_runs(count: int) -> tuple[float, float]:

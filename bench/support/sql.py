@@ -26,6 +26,7 @@ class Tally:
     statements: int = 0
     pairs: int = 0  # BEGIN/COMMIT pairs: transactions opened inside ``atomic``
     autocommit: int = 0  # statements that were transactions of their own
+    connections: int = 0  # database connections opened
     kinds: Counter = field(default_factory=Counter)
 
     @property
@@ -42,6 +43,7 @@ class Tally:
         self.statements += other.statements
         self.pairs += other.pairs
         self.autocommit += other.autocommit
+        self.connections += other.connections
         self.kinds.update(other.kinds)
 
 
@@ -78,6 +80,10 @@ class StatementCounter:
             self._on_connection(connection=conn)
 
     def _on_connection(self, connection: Any, **kwargs: Any) -> None:
+        tally = self._tally
+        if tally is not None and kwargs.get("signal") is not None:
+            with self._lock:
+                tally.connections += 1
         if self not in connection.execute_wrappers:
             connection.execute_wrappers.append(self)
 
