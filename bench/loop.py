@@ -11,14 +11,15 @@ of its own: ``<name>_bench`` is dropped and created (SQLite: a file under var/).
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/test REDIS_URL=redis://127.0.0.1:6379/0 \\
         .venv/bin/python bench/loop.py
 
-Options (environment): ``BENCH_QUICK=1`` smaller batches (about two minutes);
-``BENCH_REPS`` repetitions of each timing (median printed); ``BENCH_RUNS`` runs for the loop
-overhead; ``BENCH_STATEMENT_RUNS``; ``BENCH_LENGTHS`` (``5,20,80``); ``BENCH_API_RUNS``
-(in-process client, per repetition); ``BENCH_HTTP_RUNS`` / ``BENCH_HTTP_S`` /
-``BENCH_HTTP_CLIENTS`` (gunicorn: at most so many runs or seconds per repetition, concurrent
-clients); ``BENCH_ASYNC_RUNS`` (per repetition); ``BENCH_CONCURRENT`` (24);
-``BENCH_GOODPUT_RUNS`` (20) and ``BENCH_GOODPUT_TOKENS`` (6000); ``BENCH_SKIP`` (comma list of
-``statements,overhead,lengths,api,http,async,goodput,concurrent``).
+Options (environment), each with its default (``BENCH_QUICK=1``: smaller batches, for a short
+run): ``BENCH_REPS`` (3) repetitions of each timing, whose median is printed; ``BENCH_RUNS``
+(30) runs for the loop overhead; ``BENCH_STATEMENT_RUNS`` (5); ``BENCH_LENGTHS`` (``5,20,80``)
+and ``BENCH_LENGTH_REPS`` (3); ``BENCH_API_RUNS`` (30, in-process client, per repetition);
+``BENCH_HTTP_RUNS`` (300) / ``BENCH_HTTP_S`` (20) / ``BENCH_HTTP_CLIENTS`` (8): gunicorn, at
+most so many runs or seconds per repetition, concurrent clients; ``BENCH_ASYNC_RUNS`` (40, per
+repetition); ``BENCH_CONCURRENT`` (24) runs of ``BENCH_CONCURRENT_STEPS`` (10) steps;
+``BENCH_GOODPUT_RUNS`` (20) and ``BENCH_GOODPUT_TOKENS`` (6000); ``BENCH_SKIP``, a comma list
+of ``statements,overhead,lengths,api,http,async,goodput,concurrent``.
 """
 
 from __future__ import annotations
@@ -50,15 +51,17 @@ def _int(name: str, default: int, quick: int) -> int:
 
 STEPS = 10
 REPS = _int("BENCH_REPS", 3, 3)
-RUNS = _int("BENCH_RUNS", 30, 8)
+RUNS = _int("BENCH_RUNS", 30, 5)
 STATEMENT_RUNS = _int("BENCH_STATEMENT_RUNS", 5, 3)
 LENGTHS = [int(n) for n in os.environ.get("BENCH_LENGTHS", "5,20,80").split(",")]
-API_RUNS = _int("BENCH_API_RUNS", 30, 8)
+LENGTH_REPS = _int("BENCH_LENGTH_REPS", REPS, 1)
+API_RUNS = _int("BENCH_API_RUNS", 30, 4)
 HTTP_RUNS = _int("BENCH_HTTP_RUNS", 300, 60)
-HTTP_S = _int("BENCH_HTTP_S", 20, 6)
+HTTP_S = _int("BENCH_HTTP_S", 20, 5)
 HTTP_CLIENTS = _int("BENCH_HTTP_CLIENTS", 8, 8)
-ASYNC_RUNS = _int("BENCH_ASYNC_RUNS", 40, 10)
+ASYNC_RUNS = _int("BENCH_ASYNC_RUNS", 40, 6)
 CONCURRENT = _int("BENCH_CONCURRENT", 24, 24)
+CONCURRENT_STEPS = _int("BENCH_CONCURRENT_STEPS", STEPS, 5)
 GOODPUT_RUNS = _int("BENCH_GOODPUT_RUNS", 20, 20)
 GOODPUT_TOKENS = _int("BENCH_GOODPUT_TOKENS", 6000, 6000)
 GOODPUT_STEPS = 6
@@ -80,7 +83,7 @@ verdicts: list[tuple[str, str, bool]] = []
 
 def main() -> None:
     agents = {"bench": STEPS, "bench-2": 2, "bench-goodput": GOODPUT_STEPS}
-    agents |= {f"bench-{n}": n for n in LENGTHS}
+    agents |= {f"bench-{n}": n for n in [*LENGTHS, CONCURRENT_STEPS]}
     prepare(agents)
     from django.conf import settings
 
@@ -101,9 +104,13 @@ def main() -> None:
         ("async", async_and_goodput),
         ("concurrent", concurrent_runs),
     ]
+    took = []
     for name, section in sections:
         if name not in SKIP:
+            started = time.perf_counter()
             section()
+            took.append(f"{name} {time.perf_counter() - started:.0f} s")
+    print(f"\n(time taken: {', '.join(took)})")
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"\ntargets (issue #10; load average now {load}):")
     for figure, target, met in verdicts:
@@ -240,10 +247,10 @@ def loop_overhead() -> None:
 
 
 def run_lengths() -> None:
-    print(f"\nper-step cost by run length (execute_run ÷ steps, median of {REPS}):")
+    print(f"\nper-step cost by run length (execute_run ÷ steps, median of {LENGTH_REPS}):")
     for n in LENGTHS:
         per_step, ratios = [], []
-        for _ in range(REPS):
+        for _ in range(LENGTH_REPS):
             elapsed, steps, ticks = _timed_run(f"bench-{n}")
             per_step.append(elapsed / steps * 1e3)
             ratio = _quarter_ratio(ticks)
@@ -307,7 +314,7 @@ def sync_api_gunicorn() -> None:
     key = _api_key("acme")
     body = json.dumps({"agent": "bench", "user": "bob", "input": "go"})
     with gunicorn(workers=2, threads=4) as port:
-        _http_burst(port, key, body, runs=HTTP_CLIENTS * 2, seconds=60)  # warm both workers
+        _http_burst(port, key, body, runs=HTTP_CLIENTS, seconds=30)  # warm both workers
         results = [_http_burst(port, key, body, HTTP_RUNS, HTTP_S) for _ in range(REPS)]
     rates = [done / elapsed for done, _, elapsed in results]
     failures = sum(failed for _, failed, _ in results)
@@ -468,6 +475,7 @@ def concurrent_runs() -> None:
     from harness.services import RunRequest, create_run, execute_run
 
     tenant = Tenant.objects.get(slug="acme")
+    agent = f"bench-{CONCURRENT_STEPS}"
     barrier = threading.Barrier(CONCURRENT)
     statuses: list[str] = []
     errors: list[str] = []
@@ -476,7 +484,8 @@ def concurrent_runs() -> None:
     def drive(n: int) -> None:
         try:
             barrier.wait()
-            run, _ = create_run(tenant, RunRequest(agent="bench", user_id="bob", input=f"go {n}"))
+            request = RunRequest(agent=agent, user_id="bob", input=f"go {n}")
+            run, _ = create_run(tenant, request)
             finished = execute_run(run.id)
             statuses.append(finished.status)
             if finished.status != "succeeded":
@@ -505,8 +514,8 @@ def concurrent_runs() -> None:
     chain_ok = check.returncode == 0
     succeeded = statuses.count("succeeded")
     print(
-        f"\n{CONCURRENT} concurrent runs of one tenant ({STEPS} steps, one thread each): "
-        f"{succeeded} succeeded, {len(errors)} failed, in {elapsed:.1f} s; "
+        f"\n{CONCURRENT} concurrent runs of one tenant ({CONCURRENT_STEPS} steps, one thread "
+        f"each): {succeeded} succeeded, {len(errors)} failed, in {elapsed:.1f} s; "
         f"deadlocks reported by PostgreSQL: {'n/a' if deadlocks is None else deadlocks}; "
         f"verify_audit: {'ok' if chain_ok else 'FAILED'}"
     )
