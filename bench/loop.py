@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "harness.settings.base")
 
 from bench.support.setup import open_limits, prepare  # noqa: E402
-from bench.support.sql import StatementCounter, Tally  # noqa: E402
+from bench.support.sql import StatementCounter, Tally, server_transactions  # noqa: E402
 
 QUICK = os.environ.get("BENCH_QUICK", "") not in {"", "0"}
 
@@ -124,17 +124,25 @@ def verdict(figure: str, target: str, met: bool) -> None:
 # -- statements and transactions ------------------------------------------------------------
 
 
-def _counted_run(agent: str) -> tuple[Tally, Tally, int]:
-    from harness.models import Tenant
+def _counted_run(agent: str, tenant) -> tuple[Tally, Tally, int]:
     from harness.services import RunRequest, create_run, execute_run
 
-    tenant = Tenant.objects.get(slug="acme")
     with counter.measure() as admission:
         run, _ = create_run(tenant, RunRequest(agent=agent, user_id="bob", input="go"))
     with counter.measure() as driving:
         finished = execute_run(run.id)
     assert finished.status == "succeeded", (finished.status, finished.answer)
     return admission, driving, finished.steps
+
+
+def _server_delta(work) -> int | None:
+    """Transactions PostgreSQL counted in this database while ``work`` ran (None elsewhere)."""
+    before = server_transactions()
+    work()
+    if before is None:
+        return None
+    time.sleep(1.1)  # a backend publishes its statistics at most once a second
+    return server_transactions() - before
 
 
 def _median_tally(tallies: list[Tally]) -> dict[str, float]:
@@ -158,9 +166,19 @@ def _kinds(tallies: list[Tally]) -> dict[str, float]:
 
 
 def statements_per_step() -> None:
-    _counted_run("bench")  # warm caches (agents, tools, policy) as a running server has them
-    long = [_counted_run("bench") for _ in range(STATEMENT_RUNS)]
-    short = [_counted_run("bench-2") for _ in range(STATEMENT_RUNS)]
+    from harness.models import Tenant
+
+    tenant = Tenant.objects.get(slug="acme")
+    _counted_run("bench", tenant)  # warm caches (agents, tools, policy) as a server has them
+    # PostgreSQL counts the transactions too: a check that none escaped Django's connection.
+    idle = _server_delta(lambda: None)
+    long: list = []
+
+    def runs() -> None:
+        long.extend(_counted_run("bench", tenant) for _ in range(STATEMENT_RUNS))
+
+    seen = _server_delta(runs)
+    short = [_counted_run("bench-2", tenant) for _ in range(STATEMENT_RUNS)]
     steps = long[0][2]
     admission = _median_tally([a for a, _, _ in long])
     drive10 = _median_tally([d for _, d, _ in long])
@@ -201,6 +219,14 @@ def statements_per_step() -> None:
     rest = sum(sorted(per_step.values(), reverse=True)[15:])
     if rest:
         print(f"    {rest:5.1f}          (other statements)")
+    if seen is not None:
+        counted = sum(a.transactions + d.transactions for a, d, _ in long)
+        server = seen - idle
+        note = "agrees" if server == counted else "DIFFERS: some work bypasses Django's connection"
+        print(
+            f"  PostgreSQL's own count (pg_stat_database): {server / (steps * len(long)):.1f} "
+            f"transactions per step, whole run ({server} in all; counted here {counted}: {note})"
+        )
     worst = max(whole["statements"], tool_step["statements"])
     verdict(
         f"statements per step {whole['statements']:.1f} (tool step {tool_step['statements']:.1f})",

@@ -127,3 +127,20 @@ def _idle(conn: Any) -> bool:
 
     raw = conn.connection
     return raw is not None and raw.info.transaction_status == TransactionStatus.IDLE
+
+
+def server_transactions() -> int | None:
+    """PostgreSQL's own count of this database's transactions so far (``pg_stat_database``),
+    or None on another database. Flushes this backend's statistics first; the two statements
+    it runs are themselves transactions, so compare against an empty interval."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_force_next_flush()")
+        cursor.execute(
+            "SELECT xact_commit + xact_rollback FROM pg_stat_database "
+            "WHERE datname = current_database()"
+        )
+        return cursor.fetchone()[0]
