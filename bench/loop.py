@@ -266,10 +266,40 @@ def loop_overhead() -> None:
     for _ in range(RUNS):
         elapsed, steps, _ = _timed_run("bench")
         samples.append(elapsed / steps * 1e6)
+    median = statistics.median(samples)
     print(
         f"\nloop overhead per step ({STEPS}-step runs, {RUNS} runs): "
-        f"median {statistics.median(samples):.0f} µs, p95 {_p95(samples):.0f} µs"
+        f"median {median:.0f} µs, p95 {_p95(samples):.0f} µs"
     )
+    peer = _langgraph_per_step_us()
+    if peer is None:
+        print(
+            "  (LangGraph + PostgresSaver for the target: needs PostgreSQL and bench/peers/.venv; "
+            "make bench-peers compares both on one task)"
+        )
+        return
+    print(
+        f"  LangGraph create_react_agent + PostgresSaver right after, on its own 4-step task: "
+        f"{peer:.0f} µs per step; Harness ÷ LangGraph: {median / peer:.1f}x"
+    )
+    verdict(
+        f"loop overhead per step {median / 1e3:.1f} ms = {median / peer:.1f}x LangGraph's",
+        "≤ 1x LangGraph + PostgresSaver's",
+        median <= peer,
+    )
+
+
+def _langgraph_per_step_us() -> float | None:
+    from django.db import connection
+
+    from bench.peers.compare import PEER_PYTHON, langgraph
+    from bench.support.setup import bench_database_url, create_database
+
+    if connection.vendor != "postgresql" or not Path(PEER_PYTHON).exists():
+        return None
+    url = bench_database_url("peers_lg")
+    create_database(url)
+    return langgraph(url, runs=RUNS) * 1e3
 
 
 def run_lengths() -> None:

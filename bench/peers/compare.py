@@ -93,12 +93,12 @@ def main() -> None:
     )
 
 
-def langgraph(url: str) -> float:
-    """LangGraph's per-step median (ms) over ``RUNS`` runs, in the peers' venv."""
+def langgraph(url: str, runs: int = RUNS) -> float:
+    """LangGraph's per-step median (ms) over ``runs`` runs, in the peers' venv."""
     url = url.replace("postgres://", "postgresql://", 1)
     script = str(HERE / "langgraph_run.py")
     out = subprocess.run(
-        [PEER_PYTHON, script, "--postgres", url, "--runs", str(RUNS), "--warmup", str(WARMUP)],
+        [PEER_PYTHON, script, "--postgres", url, "--runs", str(runs), "--warmup", str(WARMUP)],
         capture_output=True,
         text=True,
         check=False,
