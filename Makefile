@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: install run test lint bench clean
+.PHONY: install run test lint bench bench-peers clean
 
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,15 @@ lint: install
 
 bench: install
 	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+## Harness against LangGraph + PostgresSaver on the same task (needs DATABASE_URL: PostgreSQL).
+bench/peers/.venv/.installed: bench/peers/requirements.txt
+	$(PYTHON) -m venv bench/peers/.venv
+	bench/peers/.venv/bin/pip install --quiet --disable-pip-version-check -r bench/peers/requirements.txt
+	touch $@
+
+bench-peers: install bench/peers/.venv/.installed
+	$(PY) bench/peers/compare.py
 
 clean:
 	rm -rf $(VENV) var

@@ -1,22 +1,37 @@
-"""Harness overhead per step, sync runs per second through the API, async runs per second.
+"""The run engine's figures: round trips per step, per-step cost by run length, throughputs,
+24 concurrent runs of one tenant, and goodput under a tenant's daily token budget.
 
-The model is the scripted one and the tool a database read, so what is measured is the
-harness itself: context building, policy checks, validation, checkpoints, events and the trace.
+The model is the scripted one and the tools pure Python (``bench/support/tools``), so what is
+measured is the harness itself. Everything goes through public entry points:
+``harness.services.create_run`` / ``execute_run``, the HTTP API (Django's test client and a
+real gunicorn), real Celery workers, and Django's database connection (statement counts).
 Uses the database of the environment (``DATABASE_URL``, PostgreSQL recommended) in a database
-of its own: ``<name>_bench`` is created, migrated and dropped (SQLite: a file under var/).
+of its own: ``<name>_bench`` is dropped and created (SQLite: a file under var/).
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/test REDIS_URL=redis://127.0.0.1:6379/0 \\
         .venv/bin/python bench/loop.py
+
+Options (environment), each with its default (``BENCH_QUICK=1``: smaller batches, for a short
+run): ``BENCH_REPS`` (3) repetitions of each timing, whose median is printed; ``BENCH_RUNS``
+(30) runs for the loop overhead; ``BENCH_STATEMENT_RUNS`` (5); ``BENCH_LENGTHS`` (``5,20,80``)
+and ``BENCH_LENGTH_REPS`` (3); ``BENCH_API_RUNS`` (30, in-process client, per repetition);
+``BENCH_HTTP_RUNS`` (300) / ``BENCH_HTTP_S`` (20) / ``BENCH_HTTP_CLIENTS`` (8): gunicorn, at
+most so many runs or seconds per repetition, concurrent clients; ``BENCH_ASYNC_RUNS`` (40, per
+repetition); ``BENCH_CONCURRENT`` (24) runs of ``BENCH_CONCURRENT_STEPS`` (10) steps;
+``BENCH_GOODPUT_RUNS`` (20) and ``BENCH_GOODPUT_TOKENS`` (6000); ``BENCH_SKIP``, a comma list
+of ``statements,overhead,lengths,api,http,async,goodput,concurrent``.
 """
 
 from __future__ import annotations
 
+import http.client
+import itertools
 import json
 import os
 import statistics
 import subprocess
 import sys
-import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -24,184 +39,576 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "harness.settings.base")
 
+from bench.support.setup import open_limits, prepare  # noqa: E402
+from bench.support.sql import StatementCounter, Tally, server_transactions  # noqa: E402
+
+QUICK = os.environ.get("BENCH_QUICK", "") not in {"", "0"}
+
+
+def _int(name: str, default: int, quick: int) -> int:
+    return int(os.environ.get(name, quick if QUICK else default))
+
+
 STEPS = 10
-RUNS = int(os.environ.get("BENCH_RUNS", "30"))
-API_RUNS = int(os.environ.get("BENCH_API_RUNS", "60"))
-ASYNC_RUNS = int(os.environ.get("BENCH_ASYNC_RUNS", "60"))
+REPS = _int("BENCH_REPS", 3, 3)
+RUNS = _int("BENCH_RUNS", 30, 5)
+STATEMENT_RUNS = _int("BENCH_STATEMENT_RUNS", 5, 3)
+LENGTHS = [int(n) for n in os.environ.get("BENCH_LENGTHS", "5,20,80").split(",")]
+LENGTH_REPS = _int("BENCH_LENGTH_REPS", REPS, 1)
+API_RUNS = _int("BENCH_API_RUNS", 30, 4)
+HTTP_RUNS = _int("BENCH_HTTP_RUNS", 300, 60)
+HTTP_S = _int("BENCH_HTTP_S", 20, 5)
+HTTP_CLIENTS = _int("BENCH_HTTP_CLIENTS", 8, 8)
+ASYNC_RUNS = _int("BENCH_ASYNC_RUNS", 40, 6)
+CONCURRENT = _int("BENCH_CONCURRENT", 24, 24)
+CONCURRENT_STEPS = _int("BENCH_CONCURRENT_STEPS", STEPS, 5)
+GOODPUT_RUNS = _int("BENCH_GOODPUT_RUNS", 20, 20)
+GOODPUT_TOKENS = _int("BENCH_GOODPUT_TOKENS", 6000, 6000)
+GOODPUT_STEPS = 6
+SKIP = {s.strip() for s in os.environ.get("BENCH_SKIP", "").split(",") if s.strip()}
+TERMINAL = {
+    *("succeeded", "failed", "cancelled", "budget_exceeded", "step_limit", "deadline_exceeded"),
+}
 
+# Issue #10's targets, printed next to the figures.
+TARGET_STATEMENTS = 12
+TARGET_TRANSACTIONS = 3
+TARGET_QUARTER_RATIO = 1.2
+TARGET_SYNC_RPS = 25
+TARGET_ASYNC_RPS = 20
 
-def bench_database_url() -> str:
-    url = os.environ.get("DATABASE_URL", "")
-    if url.startswith("postgres"):
-        base, _, name = url.rpartition("/")
-        return f"{base}/{name or 'harness'}_bench"
-    return f"sqlite:///{ROOT / 'var' / 'bench.sqlite3'}"
+counter = StatementCounter()
+verdicts: list[tuple[str, str, bool]] = []
 
 
 def main() -> None:
-    os.environ["DATABASE_URL"] = bench_database_url()
-    agents = Path(tempfile.mkdtemp(prefix="bench-agents-"))
-    script = agents.parent / f"{agents.name}-script.json"
-    lookups = [
-        {"tool_calls": [{"name": "search_tickets", "arguments": {"limit": n + 1}}]}
-        for n in range(STEPS - 1)
-    ]
-    script.write_text(json.dumps([*lookups, {"text": "done"}]))
-    (agents / "bench.json").write_text(
-        json.dumps(
-            {
-                "name": "bench",
-                "description": "benchmark agent",
-                "system_prompt": "bench",
-                "model": f"scripted:{script}",
-                "tools": ["search_tickets"],
-                "max_steps": STEPS + 1,
-            }
-        )
-    )
-    os.environ["HARNESS_AGENT_DIRS"] = str(agents)
-    _create_database()
-
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
-    call_command("load_demo", verbosity=0)
+    agents = {"bench": STEPS, "bench-2": 2, "bench-goodput": GOODPUT_STEPS}
+    agents |= {f"bench-{n}": n for n in [*LENGTHS, CONCURRENT_STEPS]}
+    prepare(agents)
     from django.conf import settings
 
-    from policy.models import TenantLimits
-
-    # Measure the harness, not the tenant's admission limits.
-    TenantLimits.objects.update_or_create(
-        tenant="acme",
-        defaults={
-            "runs_per_second": 100_000,
-            "max_concurrent_runs": 100_000,
-            "model_calls_per_minute": 1_000_000,
-        },
-    )
-
     engine = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
-    print(f"database: {engine}, broker: {settings.CELERY_BROKER_URL.split(':')[0]}")
-    per_step_us = _loop_overhead()
+    broker = settings.CELERY_BROKER_URL.split(":")[0]
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(
-        f"loop overhead per step ({STEPS}-step runs, {RUNS} runs): "
-        f"median {statistics.median(per_step_us):.0f} µs, p95 {_p95(per_step_us):.0f} µs"
+        f"database: {engine}, broker: {broker}, repetitions: {REPS}{' (quick)' if QUICK else ''}"
+        f", load average {load} on {os.cpu_count()} CPUs"
     )
-    print(f"sync runs through the API: {_sync_api_rate():.1f} runs/s ({STEPS} steps each)")
-    print(f"async runs with two workers: {_async_rate():.1f} runs/s ({STEPS} steps each)")
+    counter.install()
+    sections = [
+        ("statements", statements_per_step),
+        ("overhead", loop_overhead),
+        ("lengths", run_lengths),
+        ("api", sync_api_in_process),
+        ("http", sync_api_gunicorn),
+        ("async,goodput", async_and_goodput),
+        ("concurrent", concurrent_runs),
+    ]
+    took = []
+    for name, section in sections:
+        if not set(name.split(",")) <= SKIP:
+            started = time.perf_counter()
+            section()
+            took.append(f"{name} {time.perf_counter() - started:.0f} s")
+    print(f"\n(time taken: {', '.join(took)})")
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"\ntargets (issue #10; load average now {load}):")
+    for figure, target, met in verdicts:
+        print(f"  {'met   ' if met else 'MISSED'}  {figure}  (target {target})")
 
 
-def _create_database() -> None:
-    url = os.environ["DATABASE_URL"]
-    if not url.startswith("postgres"):
-        Path(url.removeprefix("sqlite:///")).unlink(missing_ok=True)
-        return
-    import psycopg
-
-    base, _, name = url.rpartition("/")
-    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
+def verdict(figure: str, target: str, met: bool) -> None:
+    verdicts.append((figure, target, met))
 
 
-def _loop_overhead() -> list[float]:
+# -- statements and transactions ------------------------------------------------------------
+
+
+def _counted_run(agent: str, tenant) -> tuple[Tally, Tally, int]:
+    from harness.services import RunRequest, create_run, execute_run
+
+    with counter.measure() as admission:
+        run, _ = create_run(tenant, RunRequest(agent=agent, user_id="bob", input="go"))
+    with counter.measure() as driving:
+        finished = execute_run(run.id)
+    assert finished.status == "succeeded", (finished.status, finished.answer)
+    return admission, driving, finished.steps
+
+
+def _server_delta(work) -> int | None:
+    """Transactions PostgreSQL counted in this database while ``work`` ran (None elsewhere)."""
+    before = server_transactions()
+    work()
+    if before is None:
+        return None
+    time.sleep(1.1)  # a backend publishes its statistics at most once a second
+    return server_transactions() - before
+
+
+def _median_tally(tallies: list[Tally]) -> dict[str, float]:
+    """Median per figure over runs; per-kind counts as the mean (they sum to the total)."""
+    return {
+        "statements": statistics.median(t.statements for t in tallies),
+        "pairs": statistics.median(t.pairs for t in tallies),
+        "autocommit": statistics.median(t.autocommit for t in tallies),
+        "transactions": statistics.median(t.transactions for t in tallies),
+        "round_trips": statistics.median(t.round_trips for t in tallies),
+        "connections": statistics.median(t.connections for t in tallies),
+    }
+
+
+def _kinds(tallies: list[Tally]) -> dict[str, float]:
+    total: dict[str, float] = {}
+    for tally in tallies:
+        for label, n in tally.kinds.items():
+            total[label] = total.get(label, 0) + n / len(tallies)
+    return total
+
+
+def statements_per_step() -> None:
+    from harness.models import Tenant
+
+    tenant = Tenant.objects.get(slug="acme")
+    _counted_run("bench", tenant)  # warm caches (agents, tools, policy) as a server has them
+    # PostgreSQL counts the transactions too: a check that none escaped Django's connection.
+    idle = _server_delta(lambda: None)
+    long: list = []
+
+    def runs() -> None:
+        long.extend(_counted_run("bench", tenant) for _ in range(STATEMENT_RUNS))
+
+    seen = _server_delta(runs)
+    short = [_counted_run("bench-2", tenant) for _ in range(STATEMENT_RUNS)]
+    steps = long[0][2]
+    admission = _median_tally([a for a, _, _ in long])
+    drive10 = _median_tally([d for _, d, _ in long])
+    drive2 = _median_tally([d for _, d, _ in short])
+    tool_step = {k: (drive10[k] - drive2[k]) / (steps - 2) for k in drive10}
+    final_step = {k: drive2[k] - tool_step[k] for k in drive2}
+    whole = {k: (drive10[k] + admission[k]) / steps for k in drive10}
+
+    def line(label: str, f: dict[str, float]) -> str:
+        split = f"= {f['pairs']:.1f} pairs + {f['autocommit']:.1f} autocommit"
+        return (
+            f"  {label:<48}{f['statements']:>11.1f}{f['transactions']:>13.1f} {split:<30}"
+            f"{f['round_trips']:>12.1f}{f['connections']:>12.1f}"
+        )
+
+    print(f"\nstatements and transactions ({steps}-step runs, median of {STATEMENT_RUNS}):")
+    head = ("statements", "transactions", "(BEGIN/COMMIT pairs + autocommit)", "round trips")
+    print(f"  {'':<48}{head[0]:>11}{head[1]:>13} {head[2]:<30}{head[3]:>12}{'connections':>12}")
+    print(line("per step, whole run (create_run + execute_run)", whole))
+    print(line("per step, execute_run only", {k: v / steps for k, v in drive10.items()}))
+    print(line("a tool step (10-step run minus 2-step run, /8)", tool_step))
+    print(line("final step with run start and finish", final_step))
+    print(line("create_run (admission), per run", admission))
+    print(
+        "  (round trips = statements + 2 x BEGIN/COMMIT pairs: BEGIN and COMMIT are one each; "
+        "connections: database connections opened)"
+    )
+
+    kinds10 = _kinds([d for _, d, _ in long])
+    kinds2 = _kinds([d for _, d, _ in short])
+    kinds_admission = _kinds([a for a, _, _ in long])
+    labels = set(kinds10) | set(kinds_admission)
+    per_step = {k: (kinds10.get(k, 0) + kinds_admission.get(k, 0)) / steps for k in labels}
+    per_tool = {k: (kinds10.get(k, 0) - kinds2.get(k, 0)) / (steps - 2) for k in kinds10}
+    print("  where the statements go, per step (whole run) / per tool step:")
+    for label, n in sorted(per_step.items(), key=lambda kv: -kv[1])[:15]:
+        print(f"    {n:5.1f} / {per_tool.get(label, 0):5.1f}  {label}")
+    rest = sum(sorted(per_step.values(), reverse=True)[15:])
+    if rest:
+        print(f"    {rest:5.1f}          (other statements)")
+    if seen is not None:
+        counted = sum(a.transactions + d.transactions for a, d, _ in long)
+        server = seen - idle
+        note = "agrees" if server == counted else "DIFFERS: some work bypasses Django's connection"
+        print(
+            f"  PostgreSQL's own count (pg_stat_database): {server / (steps * len(long)):.1f} "
+            f"transactions per step, whole run ({server} in all; counted here {counted}: {note})"
+        )
+    worst = max(whole["statements"], tool_step["statements"])
+    verdict(
+        f"statements per step {whole['statements']:.1f} (tool step {tool_step['statements']:.1f})",
+        f"≤ {TARGET_STATEMENTS}",
+        worst <= TARGET_STATEMENTS,
+    )
+    worst = max(whole["transactions"], tool_step["transactions"])
+    verdict(
+        f"transactions per step {whole['transactions']:.1f} "
+        f"(tool step {tool_step['transactions']:.1f})",
+        f"≤ {TARGET_TRANSACTIONS}",
+        worst <= TARGET_TRANSACTIONS,
+    )
+
+
+# -- per-step cost --------------------------------------------------------------------------
+
+
+def _timed_run(agent: str) -> tuple[float, int, list[float]]:
+    """Seconds of ``execute_run``, its steps, and the times of its tool calls."""
+    from bench.support.handlers import TICKS
     from harness.models import Tenant
     from harness.services import RunRequest, create_run, execute_run
 
     tenant = Tenant.objects.get(slug="acme")
+    run, _ = create_run(tenant, RunRequest(agent=agent, user_id="bob", input="go"))
+    TICKS.clear()
+    started = time.perf_counter()
+    finished = execute_run(run.id)
+    elapsed = time.perf_counter() - started
+    assert finished.status == "succeeded", (finished.status, finished.answer)
+    return elapsed, finished.steps, list(TICKS)
+
+
+def loop_overhead() -> None:
     samples = []
     for _ in range(RUNS):
-        run, _ = create_run(tenant, RunRequest(agent="bench", user_id="bob", input="go"))
-        started = time.perf_counter()
-        finished = execute_run(run.id)
-        elapsed = time.perf_counter() - started
-        assert finished.status == "succeeded", finished.answer
-        samples.append(elapsed / finished.steps * 1e6)
-    return samples
+        elapsed, steps, _ = _timed_run("bench")
+        samples.append(elapsed / steps * 1e6)
+    median = statistics.median(samples)
+    print(
+        f"\nloop overhead per step ({STEPS}-step runs, {RUNS} runs): "
+        f"median {median:.0f} µs, p95 {_p95(samples):.0f} µs"
+    )
+    peer = _langgraph_per_step_us()
+    if peer is None:
+        print(
+            "  (LangGraph + PostgresSaver for the target: needs PostgreSQL and bench/peers/.venv; "
+            "make bench-peers compares both on one task)"
+        )
+        return
+    print(
+        f"  LangGraph create_react_agent + PostgresSaver right after, on its own 4-step task: "
+        f"{peer:.0f} µs per step; Harness ÷ LangGraph: {median / peer:.1f}x"
+    )
+    verdict(
+        f"loop overhead per step {median / 1e3:.1f} ms = {median / peer:.1f}x LangGraph's",
+        "≤ 1x LangGraph + PostgresSaver's",
+        median <= peer,
+    )
 
 
-def _sync_api_rate() -> float:
-    from django.test import Client
+def _langgraph_per_step_us() -> float | None:
+    from django.db import connection
 
+    from bench.peers.compare import PEER_PYTHON, langgraph
+    from bench.support.setup import bench_database_url, create_database
+
+    if connection.vendor != "postgresql" or not Path(PEER_PYTHON).exists():
+        return None
+    url = bench_database_url("peers_lg")
+    create_database(url)
+    return langgraph(url, runs=RUNS) * 1e3
+
+
+def run_lengths() -> None:
+    print(f"\nper-step cost by run length (execute_run ÷ steps, median of {LENGTH_REPS}):")
+    for n in LENGTHS:
+        per_step, ratios = [], []
+        for _ in range(LENGTH_REPS):
+            elapsed, steps, ticks = _timed_run(f"bench-{n}")
+            per_step.append(elapsed / steps * 1e3)
+            ratio = _quarter_ratio(ticks)
+            if ratio:
+                ratios.append(ratio)
+        line = f"  {n:3d} steps: {statistics.median(per_step):7.2f} ms per step"
+        if ratios:
+            ratio = statistics.median(ratios)
+            line += f"; last quarter's steps ÷ first quarter's: {ratio:.2f}x"
+            if n == max(LENGTHS):
+                verdict(
+                    f"{n}-step run, last quarter ÷ first quarter {ratio:.2f}x",
+                    f"≤ {TARGET_QUARTER_RATIO}x",
+                    ratio <= TARGET_QUARTER_RATIO,
+                )
+        print(line)
+
+
+def _quarter_ratio(ticks: list[float]) -> float | None:
+    """Mean step time (between consecutive tool calls) of the last quarter ÷ the first's."""
+    steps = [b - a for a, b in itertools.pairwise(ticks)]
+    quarter = len(steps) // 4
+    if quarter < 2:
+        return None
+    return statistics.fmean(steps[-quarter:]) / statistics.fmean(steps[:quarter])
+
+
+# -- throughput -----------------------------------------------------------------------------
+
+
+def _api_key(tenant: str) -> str:
     from harness.services import create_api_key
 
-    key = create_api_key("acme", "bench", replace=True).secret
+    return create_api_key(tenant, "bench", replace=True).secret
+
+
+def sync_api_in_process() -> None:
+    from django.test import Client
+
     client = Client()
+    headers = {"HTTP_AUTHORIZATION": f"Bearer {_api_key('acme')}", "HTTP_HOST": "localhost"}
     body = json.dumps({"agent": "bench", "user": "bob", "input": "go"})
+    rates = []
+    for _ in range(REPS):
+        started = time.perf_counter()
+        for _ in range(API_RUNS):
+            response = client.post(
+                "/api/v1/runs", data=body, content_type="application/json", **headers
+            )
+            assert response.status_code == 200, response.content
+        rates.append(API_RUNS / (time.perf_counter() - started))
+    print(
+        f"\nsync runs through the API, Django test client in process, one at a time: "
+        f"{statistics.median(rates):.1f} runs/s ({STEPS} steps each, {API_RUNS} runs x {REPS})"
+    )
+
+
+def sync_api_gunicorn() -> None:
+    from bench.support.procs import gunicorn
+
+    key = _api_key("acme")
+    body = json.dumps({"agent": "bench", "user": "bob", "input": "go"})
+    with gunicorn(workers=2, threads=4) as port:
+        _http_burst(port, key, body, runs=HTTP_CLIENTS, seconds=30)  # warm both workers
+        results = [_http_burst(port, key, body, HTTP_RUNS, HTTP_S) for _ in range(REPS)]
+    rates = [done / elapsed for done, _, elapsed in results]
+    failures = sum(failed for _, failed, _ in results)
+    rate = statistics.median(rates)
+    print(
+        f"sync runs through the API, gunicorn 2 workers x 4 threads, {HTTP_CLIENTS} clients on "
+        f"loopback: {rate:.1f} runs/s (≤ {HTTP_RUNS} runs or {HTTP_S} s x {REPS}; "
+        f"{failures} failed)"
+    )
+    verdict(
+        f"sync API {rate:.1f} runs/s (gunicorn)",
+        f"≥ {TARGET_SYNC_RPS} runs/s",
+        rate >= TARGET_SYNC_RPS,
+    )
+
+
+def _http_burst(port: int, key: str, body: str, runs: int, seconds: float):
+    """Clients post sync runs until ``runs`` were started or ``seconds`` passed."""
+    lock = threading.Lock()
+    state = {"started": 0, "done": 0, "failed": 0, "errors": []}
     started = time.perf_counter()
-    for _ in range(API_RUNS):
-        response = client.post(
-            "/api/v1/runs",
-            data=body,
-            content_type="application/json",
-            HTTP_AUTHORIZATION=f"Bearer {key}",
-            HTTP_HOST="localhost",
-        )
-        assert response.status_code == 200, response.content
-    return API_RUNS / (time.perf_counter() - started)
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+
+    def client() -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        while True:
+            with lock:
+                if state["started"] >= runs or time.perf_counter() - started > seconds:
+                    break
+                state["started"] += 1
+            try:
+                conn.request("POST", "/api/v1/runs", body=body, headers=headers)
+                response = conn.getresponse()
+                payload = response.read()
+                ok = response.status == 200 and json.loads(payload)["status"] == "succeeded"
+            except (OSError, http.client.HTTPException, ValueError) as error:
+                ok, payload = False, repr(error).encode()
+                conn.close()
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+            with lock:
+                state["done" if ok else "failed"] += 1
+                if not ok and len(state["errors"]) < 3:
+                    state["errors"].append(payload[:300])
+        conn.close()
+
+    threads = [threading.Thread(target=client) for _ in range(HTTP_CLIENTS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - started
+    for error in state["errors"]:
+        print(f"  a failed request: {error!r}")
+    return state["done"], state["failed"], elapsed
 
 
-def _async_rate() -> float:
-    from harness.models import Run, RunMode, Tenant
+def _wait_terminal(ids: list, timeout_s: float = 600) -> None:
+    from harness.models import Run
+
+    started = time.perf_counter()
+    while Run.objects.filter(id__in=ids, status__in=TERMINAL).count() < len(ids):
+        if time.perf_counter() - started > timeout_s:
+            raise SystemExit(f"runs did not finish within {timeout_s:.0f} s")
+        time.sleep(0.05)
+
+
+def async_and_goodput() -> None:
+    from bench.support.procs import celery_workers
+
+    with celery_workers(2):
+        if "async" not in SKIP:
+            async_rate()
+        if "goodput" not in SKIP:
+            goodput()
+
+
+def _submit_async(agent: str, count: int) -> list:
+    from harness.models import RunMode, Tenant
     from harness.services import RunRequest, create_run
 
-    env = os.environ | {"DJANGO_SETTINGS_MODULE": "harness.settings.base"}
-    workers = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "harness",
-                "worker",
-                "--pool",
-                "solo",
-                "--without-gossip",
-                "--without-mingle",
-                "-n",
-                f"bench{i}@%h",
-                "--loglevel",
-                "WARNING",
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        for i in range(2)
-    ]
-    try:
-        time.sleep(4)  # let both workers connect
-        tenant = Tenant.objects.get(slug="acme")
+    tenant = Tenant.objects.get(slug="acme")
+    request = RunRequest(agent=agent, user_id="bob", input="go", mode=RunMode.ASYNC)
+    return [create_run(tenant, request)[0].id for _ in range(count)]
+
+
+def async_rate() -> None:
+    from harness.models import Run
+
+    _wait_terminal(_submit_async("bench", 4), timeout_s=120)  # both workers up and warm
+    rates, failed = [], 0
+    for _ in range(REPS):
         started = time.perf_counter()
-        ids = [
-            create_run(
-                tenant, RunRequest(agent="bench", user_id="bob", input="go", mode=RunMode.ASYNC)
-            )[0].id
-            for _ in range(ASYNC_RUNS)
-        ]
-        terminal = ["succeeded", "failed", "cancelled", "budget_exceeded", "step_limit"]
-        while Run.objects.filter(id__in=ids, status__in=terminal).count() < len(ids):
-            if time.perf_counter() - started > 600:
-                raise SystemExit("async runs did not finish within 10 minutes")
-            time.sleep(0.1)
-        elapsed = time.perf_counter() - started
-        failed = Run.objects.filter(id__in=ids).exclude(status="succeeded").count()
-        if failed:
-            raise SystemExit(f"{failed} of {len(ids)} async runs did not succeed")
-        return ASYNC_RUNS / elapsed
-    finally:
-        for worker in workers:
-            worker.terminate()
-            worker.wait()
+        ids = _submit_async("bench", ASYNC_RUNS)
+        _wait_terminal(ids)
+        rates.append(ASYNC_RUNS / (time.perf_counter() - started))
+        failed += Run.objects.filter(id__in=ids).exclude(status="succeeded").count()
+    rate = statistics.median(rates)
+    print(
+        f"\nasync runs with two Celery workers: {rate:.1f} runs/s ({STEPS} steps each, "
+        f"{ASYNC_RUNS} runs x {REPS}; {failed} did not succeed)"
+    )
+    verdict(
+        f"async {rate:.1f} runs/s, {failed} not succeeded",
+        f"≥ {TARGET_ASYNC_RPS} runs/s",
+        rate >= TARGET_ASYNC_RPS and not failed,
+    )
+
+
+def goodput() -> None:
+    """Async runs against a small daily token budget: how many finish with an answer?"""
+    from django.test import Client
+
+    from harness.models import Run, Tenant
+    from harness.services import RunRequest, create_run, execute_run
+
+    # What one whole run of the agent spends, on another tenant with no budget: the ideal
+    # goodput is the budget divided by it.
+    acme = Tenant.objects.get(slug="acme")
+    run, _ = create_run(acme, RunRequest(agent="bench-goodput", user_id="bob", input="go"))
+    one_run = execute_run(run.id).total_tokens
+    open_limits("globex", daily_tokens=GOODPUT_TOKENS)
+    client = Client()
+    headers = {"HTTP_AUTHORIZATION": f"Bearer {_api_key('globex')}", "HTTP_HOST": "localhost"}
+    body = json.dumps({"agent": "bench-goodput", "user": "charlie", "input": "go", "mode": "async"})
+    ids, refused = [], {}
+    for _ in range(GOODPUT_RUNS):
+        response = client.post(
+            "/api/v1/runs", data=body, content_type="application/json", **headers
+        )
+        if response.status_code == 202:
+            ids.append(response.json()["id"])
+        else:
+            code = f"{response.status_code} {response.json()['error']['code']}"
+            refused[code] = refused.get(code, 0) + 1
+    _wait_terminal(ids)
+    statuses: dict[str, int] = {}
+    tokens = 0
+    for run_id in ids:
+        run = client.get(f"/api/v1/runs/{run_id}", **headers).json()
+        statuses[run["status"]] = statuses.get(run["status"], 0) + 1
+        tokens += run["usage"]["total_tokens"]
+    succeeded = statuses.get("succeeded", 0)
+    assert Run.objects.filter(id__in=ids).count() == len(ids)
+    refusals = ", ".join(f"{n} x {code}" for code, n in refused.items()) or "none"
+    print(
+        f"\ngoodput: {GOODPUT_RUNS} async runs of a {GOODPUT_STEPS}-step agent against a "
+        f"{GOODPUT_TOKENS:,}-token daily budget (two workers)"
+    )
+    print(f"  finished: {', '.join(f'{n} {s}' for s, n in sorted(statuses.items())) or 'none'}")
+    print(f"  refused at admission: {sum(refused.values())} ({refusals})")
+    per_run = f", {tokens / succeeded:,.0f} spent per succeeded run" if succeeded else ""
+    print(f"  tokens spent: {tokens:,} of {GOODPUT_TOKENS:,}{per_run}")
+    print(
+        f"  goodput: {succeeded} runs finished with an answer per {GOODPUT_TOKENS:,} tokens "
+        f"(a whole run spends {one_run:,} tokens: at most {GOODPUT_TOKENS // one_run} could)"
+    )
+
+
+# -- concurrency ----------------------------------------------------------------------------
+
+
+def concurrent_runs() -> None:
+    """``CONCURRENT`` runs of one tenant driven at once, one thread (and connection) each."""
+    from django.db import connections
+
+    from harness.models import Run, Tenant
+    from harness.services import RunRequest, create_run, execute_run
+
+    tenant = Tenant.objects.get(slug="acme")
+    agent = f"bench-{CONCURRENT_STEPS}"
+    barrier = threading.Barrier(CONCURRENT)
+    statuses: list[str] = []
+    errors: list[str] = []
+    deadlocks_before = _deadlocks()
+
+    def drive(n: int) -> None:
+        try:
+            barrier.wait()
+            request = RunRequest(agent=agent, user_id="bob", input=f"go {n}")
+            run, _ = create_run(tenant, request)
+            finished = execute_run(run.id)
+            statuses.append(finished.status)
+            if finished.status != "succeeded":
+                errors.append(f"{finished.status}: {Run.objects.get(id=run.id).answer[:200]}")
+        except Exception as error:  # a deadlock surfaces here or as a failed run
+            errors.append(repr(error)[:300])
+        finally:
+            connections.close_all()
+
+    started = time.perf_counter()
+    threads = [threading.Thread(target=drive, args=(n,)) for n in range(CONCURRENT)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - started
+    time.sleep(1.5)  # let the server publish its statistics
+    deadlocks = _deadlocks() - deadlocks_before if deadlocks_before is not None else None
+    check = subprocess.run(
+        [sys.executable, "manage.py", "verify_audit"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    chain_ok = check.returncode == 0
+    succeeded = statuses.count("succeeded")
+    print(
+        f"\n{CONCURRENT} concurrent runs of one tenant ({CONCURRENT_STEPS} steps, one thread "
+        f"each): {succeeded} succeeded, {len(errors)} failed, in {elapsed:.1f} s; "
+        f"deadlocks reported by PostgreSQL: {'n/a' if deadlocks is None else deadlocks}; "
+        f"verify_audit: {'ok' if chain_ok else 'FAILED'}"
+    )
+    for error in errors[:5]:
+        print(f"  {error}")
+    if not chain_ok:
+        print("  " + (check.stdout + check.stderr).strip().replace("\n", "\n  ")[-1500:])
+    chain = "verifies" if chain_ok else "BROKEN"
+    verdict(
+        f"{CONCURRENT} concurrent runs: {len(errors)} failed, deadlocks "
+        f"{'n/a' if deadlocks is None else deadlocks}, chain {chain}",
+        "no deadlock, no failure, chain verifies",
+        not errors and not deadlocks and chain_ok,
+    )
+
+
+def _deadlocks() -> int | None:
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()")
+        return cursor.fetchone()[0]
 
 
 def _p95(samples: list[float]) -> float:
-    return statistics.quantiles(samples, n=20)[-1]
+    return statistics.quantiles(samples, n=20)[-1] if len(samples) > 1 else samples[0]
 
 
 if __name__ == "__main__":

@@ -1,0 +1,95 @@
+"""Real processes for the benchmarks: Celery workers and a gunicorn server, on this machine."""
+
+from __future__ import annotations
+
+import http.client
+import os
+import socket
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+def _env() -> dict[str, str]:
+    return os.environ | {"DJANGO_SETTINGS_MODULE": "harness.settings.base"}
+
+
+def _stop(procs: list[subprocess.Popen]) -> None:
+    for proc in procs:
+        proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@contextmanager
+def celery_workers(count: int = 2, pool: str = "solo"):
+    """``count`` Celery worker processes of the project's app, stopped on exit."""
+    procs = [
+        subprocess.Popen(
+            [
+                *(sys.executable, "-m", "celery", "-A", "harness", "worker"),
+                *("--pool", pool, "--without-gossip", "--without-mingle"),
+                *("-n", f"bench{i}-{os.getpid()}@%h", "--loglevel", "WARNING"),
+            ],
+            cwd=ROOT,
+            env=_env(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for i in range(count)
+    ]
+    try:
+        yield procs
+    finally:
+        _stop(procs)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextmanager
+def gunicorn(workers: int = 2, threads: int = 4):
+    """The project's WSGI app under gunicorn (gthread) on a free loopback port; yields it."""
+    port = free_port()
+    log = open(ROOT / "var" / "bench-gunicorn.log", "w")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "gunicorn", "harness.wsgi:application"),
+            *("--workers", str(workers), "--threads", str(threads), "--worker-class", "gthread"),
+            *("--bind", f"127.0.0.1:{port}", "--timeout", "120", "--log-level", "warning"),
+        ],
+        cwd=ROOT,
+        env=_env(),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+                conn.request("GET", "/healthz")
+                conn.getresponse().read()
+                conn.close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise SystemExit(
+                        f"gunicorn did not start; see {ROOT / 'var' / 'bench-gunicorn.log'}"
+                    ) from None
+                time.sleep(0.2)
+        yield port
+    finally:
+        _stop([proc])
+        log.close()
