@@ -18,8 +18,9 @@ people and are not fingerprinted: nobody needs to find runs by them, and even a 
 of a secret is something to guess against.
 
 A fingerprint is ``HMAC-SHA256(key, "<kind>:<normalised value>")``: the same phone number
-written ``13812345678``, ``138 1234 5678`` or ``+86 138-1234-5678`` has one fingerprint, and
-without the key nobody can test a guess against the stored digests.
+written ``13812345678``, ``138 1234 5678`` or ``+86 138-1234-5678`` has one fingerprint (a
+phone is normalised to E.164), and without the key nobody can test a guess against the
+stored digests.
 """
 
 from __future__ import annotations
@@ -62,6 +63,13 @@ def normalize(kind: str, value: str) -> str | None:
 
 
 def _normalize_phone(value: str) -> str | None:
+    """E.164 when the number is valid (written nationally in a default region or with its
+    country code), so that ``(718) 951-1807`` and ``+1 718-951-1807`` are one identifier."""
+    from traces.masking.masker import phone_validator
+
+    e164 = phone_validator().e164(value)
+    if e164:
+        return e164
     international = value.startswith(("+", "00"))
     digits = re.sub(r"\D", "", value)
     if value.startswith("00"):

@@ -1,0 +1,164 @@
+"""Phone numbers, validated against the ``phonenumbers`` library's metadata.
+
+``phonenumbers.parse`` + ``is_valid_number`` cost ~25 µs a number, more than the rest of the
+masking of a typical document. This module compiles the same metadata (the national number
+patterns and possible lengths of every number type of a region) into one regular expression
+per region and length, so a check is one ``fullmatch``. ``tests/traces/test_masking_phones.py``
+holds it to ``phonenumbers.is_valid_number`` on thousands of numbers.
+
+A number written nationally is tried against the default regions in order
+(``HARNESS_PHONE_REGIONS``); the first region it is valid in gives its E.164 form. A region
+whose national prefix is ``0`` (GB, DE, FR, JP, …) needs it written, as people do; China and
+India write mobiles without it.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+import phonenumbers
+from phonenumbers import PhoneMetadata
+from phonenumbers.phonenumberutil import COUNTRY_CODE_TO_REGION_CODE
+
+DEFAULT_REGIONS = ("CN", "US", "CA", "GB", "DE", "FR", "ES", "IT", "JP", "IN")
+_TYPES = (
+    "fixed_line",
+    "mobile",
+    "toll_free",
+    "premium_rate",
+    "shared_cost",
+    "personal_number",
+    "voip",
+    "pager",
+    "uan",
+    "voicemail",
+)
+# Regions whose mobiles are written without the national prefix.
+_PREFIX_OPTIONAL_FOR_MOBILES = frozenset({"CN", "IN"})
+
+
+class RegionRules:
+    """The valid national significant numbers of one region, by length."""
+
+    def __init__(self, metadata: PhoneMetadata) -> None:
+        self.region = metadata.id
+        self.country_code = str(metadata.country_code)
+        self.national_prefix = metadata.national_prefix or ""
+        general = metadata.general_desc
+        lengths_default = tuple(general.possible_length or ())
+        self._general = re.compile(general.national_number_pattern or r"\d+")
+        self._valid = self._compile(metadata, _TYPES, lengths_default)
+        self._mobile = self._compile(metadata, ("mobile",), lengths_default)
+
+    @staticmethod
+    def _compile(
+        metadata: PhoneMetadata, types: tuple[str, ...], lengths_default: tuple[int, ...]
+    ) -> dict[int, re.Pattern[str]]:
+        by_length: dict[int, list[str]] = {}
+        for name in types:
+            desc = getattr(metadata, name, None)
+            if desc is None or not desc.national_number_pattern:
+                continue
+            lengths = tuple(desc.possible_length or ()) or lengths_default
+            if lengths == (-1,):
+                continue
+            for length in lengths:
+                by_length.setdefault(length, []).append(desc.national_number_pattern)
+        return {
+            length: re.compile("|".join(f"(?:{p})" for p in patterns))
+            for length, patterns in by_length.items()
+        }
+
+    def valid(self, nsn: str, mobile_only: bool = False) -> bool:
+        table = self._mobile if mobile_only else self._valid
+        pattern = table.get(len(nsn))
+        return (
+            pattern is not None
+            and pattern.fullmatch(nsn) is not None
+            and self._general.fullmatch(nsn) is not None
+        )
+
+    def national(self, digits: str, compact: bool = False) -> str | None:
+        """The E.164 form of ``digits`` written nationally in this region, or None.
+        ``compact``: written without separators (then NANPA's optional 1 is not taken)."""
+        prefix = self.national_prefix
+        if compact and prefix == "1":
+            prefix = ""
+        if prefix and digits.startswith(prefix) and self.valid(digits[len(prefix) :]):
+            return f"+{self.country_code}{digits[len(prefix) :]}"
+        if not prefix or self.national_prefix == "1":  # NANPA: the leading 1 is optional
+            return f"+{self.country_code}{digits}" if self.valid(digits) else None
+        if self.region in _PREFIX_OPTIONAL_FOR_MOBILES and self.valid(digits, mobile_only=True):
+            return f"+{self.country_code}{digits}"
+        return None
+
+
+@lru_cache(maxsize=512)
+def rules_for_region(region: str) -> RegionRules | None:
+    metadata = PhoneMetadata.metadata_for_region(region.upper())
+    return RegionRules(metadata) if metadata is not None else None
+
+
+@lru_cache(maxsize=512)
+def rules_for_country_code(code: int) -> tuple[RegionRules, ...]:
+    regions = COUNTRY_CODE_TO_REGION_CODE.get(code, ())
+    return tuple(r for r in (rules_for_region(x) for x in regions if x != "001") if r)
+
+
+class PhoneValidator:
+    """Phones written nationally (default regions) or internationally (any country)."""
+
+    def __init__(self, regions: tuple[str, ...] = DEFAULT_REGIONS) -> None:
+        unknown = [r for r in regions if rules_for_region(r) is None]
+        if unknown:
+            raise ValueError(f"unknown phone regions: {', '.join(unknown)}")
+        self.regions = tuple(dict.fromkeys(r.upper() for r in regions))
+        self._rules = tuple(rules_for_region(r) for r in self.regions)
+
+    def national(self, digits: str, compact: bool = False) -> str | None:
+        for rules in self._rules:
+            e164 = rules.national(digits, compact)  # type: ignore[union-attr]
+            if e164:
+                return e164
+        return None
+
+    @staticmethod
+    def international(digits: str) -> str | None:
+        """``digits`` after the ``+`` (or ``00``): country code then national number."""
+        for size in (1, 2, 3):
+            code = int(digits[:size]) if len(digits) > size else 0
+            regions = rules_for_country_code(code) if code else ()
+            if not regions:
+                continue
+            nsn = digits[size:]
+            for rules in regions:
+                if rules.valid(nsn):
+                    return f"+{code}{nsn}"
+                # "+44 (0)20 …": the national prefix written after the country code.
+                prefix = rules.national_prefix
+                if prefix == "0" and nsn.startswith(prefix) and rules.valid(nsn[len(prefix) :]):
+                    return f"+{code}{nsn[len(prefix) :]}"
+            return None
+        return None
+
+    def e164(self, value: str) -> str | None:
+        """The E.164 form of a phone number written any way, or None if it is none."""
+        digits = "".join(c for c in value if c.isdigit())
+        stripped = value.lstrip()
+        if stripped.startswith("+"):
+            return self.international(digits)
+        if stripped.startswith("00"):
+            return self.international(digits[2:])
+        return self.national(digits)
+
+
+def library_e164(value: str, region: str) -> str | None:
+    """The library's own verdict (slow; for tests and declared fields)."""
+    try:
+        number = phonenumbers.parse(value, region)
+    except phonenumbers.NumberParseException:
+        return None
+    if not phonenumbers.is_valid_number(number):
+        return None
+    return phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164)
