@@ -102,7 +102,7 @@ class Planter:
             a, b, c = digits[:3], digits[3:6], digits[6:]
             forms += [f"{a}-{b}-{c}", f"{a}.{b}.{c}", f"{a} {b} {c}", f"+1 ({a}) {b}-{c}"]
             forms += [f"1-{a}-{b}-{c}", f"+1.{a}.{b}.{c}"]
-        elif region == "CN" and digits.startswith("1"):
+        elif region == "CN" and len(digits) == 11:  # a mobile
             forms += [digits, f"{digits[:3]}-{digits[3:7]}-{digits[7:]}", f"+86{digits}"]
         elif region == "FR":
             forms += [national.replace(" ", "."), national.replace(" ", "")]
@@ -142,7 +142,7 @@ class Planter:
         rng = self.rng
         prefix, length = rng.choice(
             [("4", 16), ("51", 16), ("55", 16), ("2221", 16), ("34", 15), ("37", 15)]
-            + [("6011", 16), ("62", 16), ("62", 19), ("35", 16)]
+            + [("6011", 16), ("62", 16), ("62", 19), ("3530", 16)]
         )
         body = prefix + "".join(rng.choice(string.digits) for _ in range(length - len(prefix) - 1))
         number = body + luhn.calc_check_digit(body)

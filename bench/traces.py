@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import random
+import re
 import statistics
 import sys
 import tempfile
@@ -54,12 +55,19 @@ def bench_masking(megabytes: float, seed: int) -> None:
     masker = Masker(b"bench-key")
     masker.mask_text("warm up +1 (718) 951-1807 a@b.example")
     outputs = []
-    best = float("inf")
+    best, best_cpu = float("inf"), float("inf")
     for _ in range(3):  # best of three: the machine is shared
         masker = Masker(b"bench-key")
-        started = time.perf_counter()
+        started, started_cpu = time.perf_counter(), time.process_time()
         outputs = [masker._mask_text(d.text) for d in documents]  # no memo: every text scanned
         best = min(best, time.perf_counter() - started)
+        best_cpu = min(best_cpu, time.process_time() - started_cpu)
+    # A yardstick for how loaded the machine is: one pass of one compiled expression.
+    yardstick = re.compile(r"\d[\d ().\-/]{4,}\d")
+    started = time.process_time()
+    for document in documents:
+        yardstick.findall(document.text)
+    reference = time.process_time() - started
     found: dict[str, list[int]] = {kind: [0, 0] for kind in KINDS}
     missed: list[tuple[str, str]] = []
     wrongly: list[str] = []
@@ -82,7 +90,11 @@ def bench_masking(megabytes: float, seed: int) -> None:
     for kind, value in missed[:10]:
         print(f"    missed {kind}: {value!r}")
     print(f"  look-alikes wrongly masked: {len(wrongly)}", *[repr(v) for v in wrongly[:10]])
-    print(f"  throughput (one document at a time): {total / best / 1e6:6.2f} MB/s")
+    print(
+        f"  throughput (one document at a time): {total / best / 1e6:6.2f} MB/s wall, "
+        f"{total / best_cpu / 1e6:6.2f} MB/s CPU"
+    )
+    print(f"  yardstick (one regex findall, no checks): {total / reference / 1e6:6.2f} MB/s CPU")
     short = [
         "Why is T-20250318-007 stuck?",
         "ok",
@@ -91,10 +103,10 @@ def bench_masking(megabytes: float, seed: int) -> None:
     ]
     rounds = 20000
     for text in short:
-        started = time.perf_counter()
+        started = time.process_time()
         for _ in range(rounds):
             masker._mask_text(text)
-        elapsed = (time.perf_counter() - started) / rounds
+        elapsed = (time.process_time() - started) / rounds
         print(f"  per document {elapsed * 1e6:6.2f} µs  {text!r}")
 
 

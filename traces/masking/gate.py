@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from traces.masking.detectors import Detector
 
 # Below this length substring tests are faster than a Hyperscan call.
-HYPERSCAN_MIN_LENGTH = 512
+HYPERSCAN_MIN_LENGTH = 160
 
 try:  # pragma: no cover - depends on the platform's wheel
     import hyperscan

@@ -22,7 +22,7 @@ from traces.masking.detectors import SECRET_KINDS, TEXT_DETECTORS
 from traces.masking.emails import find_emails
 from traces.masking.gate import NeedleGate
 from traces.masking.kinds import FINGERPRINTED_KINDS, fingerprint, mask, normalize
-from traces.masking.numbers import NumberFinder
+from traces.masking.numbers import NumberFinder, Span
 from traces.masking.phones import DEFAULT_REGIONS, PhoneValidator
 from traces.masking.plugins import configured_detectors, registered_kind, tenant_detectors
 from traces.masking.pointers import locate
@@ -103,17 +103,18 @@ class Masker:
             return masked
         return self._mask_text(text)
 
-    def find(self, text: str) -> list[tuple[int, int, str]]:
-        """Every value the detectors find in ``text``: ``(start, end, kind)``, in order,
-        without overlaps (secrets first, then extra detectors, e-mail, numbers)."""
-        spans: list[tuple[int, int, str]] = []
+    def find(self, text: str) -> list[Span]:
+        """Every value the detectors find in ``text``: ``(start, end, kind, normalised or
+        None)``, in order, without overlaps (secrets first, then extra detectors, e-mail,
+        numbers)."""
+        spans: list[Span] = []
         for detector in _gate().candidates(text):
-            spans.extend((s, e, detector.kind) for s, e in detector.find(text))
+            spans.extend((s, e, detector.kind, None) for s, e in detector.find(text))
         for detector in self._extra:
             kind = detector.kind
-            spans.extend((s, e, kind) for s, e in detector.find(text))
+            spans.extend((s, e, kind, None) for s, e in detector.find(text))
         if "@" in text:
-            spans.extend((s, e, "email") for s, e in find_emails(text))
+            spans.extend((s, e, "email", None) for s, e in find_emails(text))
         if not spans:
             return self._numbers.find(text)
         spans.extend(self._numbers.find(text))
@@ -126,9 +127,9 @@ class Masker:
         if not spans:
             return text
         parts, position = [], 0
-        for start, end, kind in spans:
+        for start, end, kind, normalized in spans:
             parts.append(text[position:start])
-            parts.append(self._mask_one(kind, text[start:end]))
+            parts.append(self._mask_one(kind, text[start:end], normalized))
             position = end
         parts.append(text[position:])
         return "".join(parts)
@@ -141,15 +142,16 @@ class Masker:
 
     # --- internals ----------------------------------------------------------------------
 
-    def _mask_one(self, kind: str, value: str) -> str:
+    def _mask_one(self, kind: str, value: str, normalized: str | None = None) -> str:
         digest = ""
-        plugin = registered_kind(kind)
-        if plugin is not None:
-            return plugin.mask_value(self, value)
         if kind in FINGERPRINTED_KINDS:
-            normalized = normalize(kind, value) or value.strip()
+            normalized = normalized or normalize(kind, value) or value.strip()
             digest = fingerprint(self._key, kind, normalized)
             self._found.setdefault((kind, digest), None)
+        elif kind not in SECRET_KINDS:
+            plugin = registered_kind(kind)
+            if plugin is not None:
+                return plugin.mask_value(self, value)
         return mask(kind, value, digest)
 
     def fingerprint(self, kind: str, normalized: str) -> str:
@@ -227,12 +229,12 @@ class Masker:
         return value
 
 
-def _without_overlaps(spans: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+def _without_overlaps(spans: list[Span]) -> list[Span]:
     """Keep the earlier-listed of overlapping spans (``spans`` is in priority order)."""
-    kept: list[tuple[int, int, str]] = []
+    kept: list[Span] = []
     for span in spans:
         start, end = span[0], span[1]
-        if all(end <= s or start >= e for s, e, _ in kept):
+        if all(end <= s or start >= e for s, e, _, _ in kept):
             kept.append(span)
     kept.sort()
     return kept

@@ -23,9 +23,9 @@ from collections.abc import Callable
 from traces.masking import checks
 from traces.masking.phones import PhoneValidator
 
-Span = tuple[int, int, str]  # (start, end, kind)
+Span = tuple[int, int, str, str | None]  # (start, end, kind, normalised form if known)
 
-RUN = re.compile(r"\d(?:[ \-./]?\d|\) ?\d|[ \-./]\(\d)+")
+RUN = re.compile(r"\d[\d ().\-/]{4,}\d")
 _SEPARATORS = str.maketrans("", "", " -./()")
 _DATE_AT_START = re.compile(
     r"(?:19|20)\d\d([-/.])(?:0?[1-9]|1[0-2])\1(?:0?[1-9]|[12]\d|3[01])(?!\d)"
@@ -39,14 +39,15 @@ _CPF = re.compile(r"\d{3}\.\d{3}\.\d{3}-\d\d|\d{11}")
 _CARD_SHAPE = re.compile(r"\d{13,19}|\d{4}([ -])\d{4}\1\d{4}\1\d{4}(?:\1\d{1,3})?|\d{4} \d{6} \d{4,5}")
 _RESIDENT = re.compile(r"\d{17}[\dXx]|\d{6} \d{8} \d{3}[\dXx]")
 _IBAN = re.compile(r"[A-Z]{2}\d\d(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?(?![A-Za-z0-9])")
-_IBAN_START = re.compile(r"(?<![A-Za-z0-9])[A-Z]{2}\d\d")
+_IBAN_COUNTRIES = frozenset(checks.IBAN_COUNTRIES)
 _NINO_BEFORE = re.compile(r"(?<![A-Za-z0-9])[A-Z]{2} ?$")
 _NINO_AFTER = re.compile(r" ?[A-D](?![A-Za-z0-9])")
 _LABEL = re.compile(
-    r"(?:order|invoice|ticket|tracking|shipment|parcel|sku|ean|upc|isbn|ref|reference|"
+    r"(?:order|invoice|ticket|tracking|shipment|parcel|sku|ean|upc|isbn|pn|part|ref|reference|"
     r"订单|单号|编号|工单)(?:[ _-]?(?:id|no|nr|number|num))?[\"'\s:=#.]*$"
     r"|#$"
 )
+_URL_OR_TIME = frozenset(":/=?&")
 _WORD = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 
 
@@ -78,6 +79,8 @@ class NumberFinder:
     def _classify(self, text: str, start: int, end: int) -> Span | None:
         before = text[start - 1] if start else " "
         after = text[end] if end < len(text) else " "
+        if before in _URL_OR_TIME and self._in_url_or_time(text, start, before):
+            return None
         if before in _WORD or before == "-" and start > 1 and _ascii_word(text[start - 2]):
             # Glued to letters: only an IBAN, NIE or resident-ID-like start is of interest.
             return self._letter_led(text, start, end, before)
@@ -100,7 +103,7 @@ class NumberFinder:
             if (end + 2 >= len(text) or not _ascii_word(text[end + 2])) and checks.es_dni_ok(
                 run + text[end + 1]
             ):
-                return (start, end + 2, "national_id")
+                return (start, end + 2, "national_id", None)
             return None
         return self._plain(text, start, end, run, before)
 
@@ -112,22 +115,22 @@ class NumberFinder:
         if "." in run and (_IP.fullmatch(run) or _DECIMAL.fullmatch(run)):
             return None
         if count in (17, 18) and _RESIDENT.fullmatch(run) and checks.cn_resident_id_ok(run):
-            return (start, end, "national_id")
+            return (start, end, "national_id", None)
         if 13 <= count <= 19 and _CARD_SHAPE.fullmatch(run) and checks.card_ok(digits):
-            return None if self._labelled(text, start) else (start, end, "card")
+            return None if self._labelled(text, start) else (start, end, "card", digits)
         if count == 9 and _SSN.fullmatch(run) and checks.us_ssn_ok(run):
-            return None if self._labelled(text, start) else (start, end, "national_id")
+            return None if self._labelled(text, start) else (start, end, "national_id", None)
         if count == 12 and _AADHAAR.fullmatch(run) and checks.in_aadhaar_ok(digits):
-            return None if self._labelled(text, start) else (start, end, "national_id")
+            return None if self._labelled(text, start) else (start, end, "national_id", None)
         if count == 11 and "." in run and _CPF.fullmatch(run) and checks.br_cpf_ok(run):
-            return (start, end, "national_id")
+            return (start, end, "national_id", None)
         if count == 6:
             return self._nino(text, start, end)
         phone = self._phone(text, start, end, run, digits, before)
         if phone:
             return phone
         if count == 11 and _CPF.fullmatch(run) and checks.br_cpf_ok(run):
-            return None if self._labelled(text, start) else (start, end, "national_id")
+            return None if self._labelled(text, start) else (start, end, "national_id", None)
         return None
 
     def _phone(
@@ -146,7 +149,7 @@ class NumberFinder:
             e164 = self.phones.national(digits, compact=len(digits) == len(run))
         if e164 is None or self._labelled(text, start):
             return None
-        return (start, end, "phone")
+        return (start, end, "phone", e164)
 
     def _letter_led(self, text: str, start: int, end: int, before: str) -> Span | None:
         if "A" <= before <= "Z":
@@ -161,7 +164,7 @@ class NumberFinder:
                     if (tail >= len(text) or not _ascii_word(text[tail])) and checks.es_nie_ok(
                         text[prefix_start:tail]
                     ):
-                        return (prefix_start, tail, "national_id")
+                        return (prefix_start, tail, "national_id", None)
             if end - start == 6:
                 return self._nino(text, start, end)
         return None
@@ -173,29 +176,30 @@ class NumberFinder:
         if tail < len(text) and _ascii_word(text[tail]):
             return None  # digits inside a word
         if after in "Xx" and len(run) == 17 and checks.cn_resident_id_ok(run + after):
-            return (start, tail, "national_id")
+            return (start, tail, "national_id", None)
         if "A" <= after <= "Z" and len(run) == 8 and checks.es_dni_ok(run + after):
-            return (start, tail, "national_id")
+            return (start, tail, "national_id", None)
         return None
 
     @staticmethod
     def _iban_near(text: str, start: int) -> Span | None:
-        window_start = max(0, start - 12)
-        head = None
-        for head in _IBAN_START.finditer(text, window_start, start + 2):
-            break
-        if head is None:
-            return None
-        match = _IBAN.match(text, head.start())
-        if match is None or match.end() <= start:
-            return None
-        value = match.group(0)
-        if checks.iban_ok(value):
-            return (match.start(), match.end(), "iban")
-        # The last group may be followed by more digits that belong to the text.
-        shorter = value.rsplit(" ", 1)[0] if " " in value else ""
-        if shorter and checks.iban_ok(shorter):
-            return (match.start(), match.start() + len(shorter), "iban")
+        """An IBAN whose digits begin at ``start`` (``DE89 3704…``) or a few characters later
+        (``GB82 WEST 1234…``, ``NL91ABNA0417…``)."""
+        for head in (start - 2, start - 3, start - 8, start - 9, start - 10):
+            if head < 0 or text[head : head + 2] not in _IBAN_COUNTRIES:
+                continue
+            if head and _ascii_word(text[head - 1]):
+                continue
+            match = _IBAN.match(text, head)
+            if match is None or match.end() <= start:
+                continue
+            value = match.group(0)
+            if checks.iban_ok(value):
+                return (head, match.end(), "iban", None)
+            # The last group may be followed by more digits that belong to the text.
+            shorter = value.rsplit(" ", 1)[0] if " " in value else ""
+            if shorter and checks.iban_ok(shorter):
+                return (head, head + len(shorter), "iban", None)
         return None
 
     @staticmethod
@@ -209,8 +213,16 @@ class NumberFinder:
             return None
         value = text[prefix.start() : suffix.end()]
         if checks.uk_nino_ok(value):
-            return (prefix.start(), suffix.end(), "national_id")
+            return (prefix.start(), suffix.end(), "national_id", None)
         return None
+
+    @staticmethod
+    def _in_url_or_time(text: str, start: int, before: str) -> bool:
+        """Digits of a clock time (``08:53:04.664450``) or of a URL's path or query."""
+        if before == ":":
+            return start > 1 and text[start - 2].isdigit()
+        token_start = max(text.rfind(c, 0, start) for c in " \n\"'<")
+        return "://" in text[token_start + 1 : start]
 
     @staticmethod
     def _labelled(text: str, start: int) -> bool:

@@ -34,6 +34,9 @@ _TYPES = (
     "uan",
     "voicemail",
 )
+# A number written nationally is of a type people write: premium-rate, shared-cost, UAN,
+# pager and personal numbers make too many order numbers and timestamps "valid" (Italy's 178…).
+_NATIONAL_TYPES = ("fixed_line", "mobile", "toll_free", "voip")
 # Regions whose mobiles are written without the national prefix.
 _PREFIX_OPTIONAL_FOR_MOBILES = frozenset({"CN", "IN"})
 
@@ -49,7 +52,15 @@ class RegionRules:
         lengths_default = tuple(general.possible_length or ())
         self._general = re.compile(general.national_number_pattern or r"\d+")
         self._valid = self._compile(metadata, _TYPES, lengths_default)
+        self._national = self._compile(metadata, _NATIONAL_TYPES, lengths_default)
         self._mobile = self._compile(metadata, ("mobile",), lengths_default)
+        self.nanpa = self.national_prefix == "1"
+        # Lengths a number written nationally can have (with or without the prefix).
+        self.written_lengths = frozenset(
+            length + extra
+            for length in self._national
+            for extra in (0, len(self.national_prefix))
+        )
 
     @staticmethod
     def _compile(
@@ -70,8 +81,8 @@ class RegionRules:
             for length, patterns in by_length.items()
         }
 
-    def valid(self, nsn: str, mobile_only: bool = False) -> bool:
-        table = self._mobile if mobile_only else self._valid
+    def valid(self, nsn: str, mobile_only: bool = False, national: bool = False) -> bool:
+        table = self._mobile if mobile_only else self._national if national else self._valid
         pattern = table.get(len(nsn))
         return (
             pattern is not None
@@ -83,12 +94,17 @@ class RegionRules:
         """The E.164 form of ``digits`` written nationally in this region, or None.
         ``compact``: written without separators (then NANPA's optional 1 is not taken)."""
         prefix = self.national_prefix
-        if compact and prefix == "1":
-            prefix = ""
-        if prefix and digits.startswith(prefix) and self.valid(digits[len(prefix) :]):
-            return f"+{self.country_code}{digits[len(prefix) :]}"
-        if not prefix or self.national_prefix == "1":  # NANPA: the leading 1 is optional
-            return f"+{self.country_code}{digits}" if self.valid(digits) else None
+        if self.nanpa:  # the leading 1 is optional, but not in a bare run of 11 digits
+            if len(digits) == 11 and not compact and digits[0] == "1":
+                digits = digits[1:]
+            if len(digits) != 10:
+                return None
+            return f"+{self.country_code}{digits}" if self.valid(digits, national=True) else None
+        if prefix and digits.startswith(prefix):
+            nsn = digits[len(prefix) :]
+            return f"+{self.country_code}{nsn}" if self.valid(nsn, national=True) else None
+        if not prefix:
+            return f"+{self.country_code}{digits}" if self.valid(digits, national=True) else None
         if self.region in _PREFIX_OPTIONAL_FOR_MOBILES and self.valid(digits, mobile_only=True):
             return f"+{self.country_code}{digits}"
         return None
@@ -115,10 +131,14 @@ class PhoneValidator:
             raise ValueError(f"unknown phone regions: {', '.join(unknown)}")
         self.regions = tuple(dict.fromkeys(r.upper() for r in regions))
         self._rules = tuple(rules_for_region(r) for r in self.regions)
+        self._by_length: dict[int, tuple[RegionRules, ...]] = {
+            length: tuple(r for r in self._rules if length in r.written_lengths)  # type: ignore[union-attr]
+            for length in range(4, 18)
+        }
 
     def national(self, digits: str, compact: bool = False) -> str | None:
-        for rules in self._rules:
-            e164 = rules.national(digits, compact)  # type: ignore[union-attr]
+        for rules in self._by_length.get(len(digits), ()):
+            e164 = rules.national(digits, compact)
             if e164:
                 return e164
         return None
