@@ -25,21 +25,23 @@ stored digests.
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import re
 
 from traces.masking.detectors import SECRET_KINDS
 
 FINGERPRINTED_KINDS = ("phone", "email", "national_id", "card", "iban", "name", "address")
+_FINGERPRINTED = frozenset(FINGERPRINTED_KINDS)
 DECLARABLE_KINDS = ("phone", "email", "national_id", "card", "secret", "name", "address")
 
 _CN_MOBILE = re.compile(r"1[3-9]\d{9}")
 _SPACES = re.compile(r"\s+")
+_NOT_DIGIT = re.compile(r"\D")
+_ID_SEPARATORS = str.maketrans("", "", " -./")
 
 
 def fingerprint(key: bytes, kind: str, normalized: str) -> str:
-    return hmac.new(key, f"{kind}:{normalized}".encode(), hashlib.sha256).hexdigest()
+    return hmac.digest(key, f"{kind}:{normalized}".encode(), "sha256").hex()
 
 
 def normalize(kind: str, value: str) -> str | None:
@@ -52,10 +54,10 @@ def normalize(kind: str, value: str) -> str | None:
     if kind == "email":
         return value.lower() if "@" in value else None
     if kind in ("national_id", "iban"):
-        compact = value.replace(" ", "").replace("-", "").upper()
+        compact = value.translate(_ID_SEPARATORS).upper()
         return compact if len(compact) >= 6 else None
     if kind == "card":
-        digits = re.sub(r"\D", "", value)
+        digits = _NOT_DIGIT.sub("", value)
         return digits if 12 <= len(digits) <= 19 else None
     if kind in ("name", "address"):
         return _SPACES.sub(" ", value).casefold()
@@ -71,7 +73,7 @@ def _normalize_phone(value: str) -> str | None:
     if e164:
         return e164
     international = value.startswith(("+", "00"))
-    digits = re.sub(r"\D", "", value)
+    digits = _NOT_DIGIT.sub("", value)
     if value.startswith("00"):
         digits = digits[2:]
     if len(digits) < 7:
@@ -91,7 +93,7 @@ def mask(kind: str, value: str, digest: str) -> str:
         local, _, domain = value.rpartition("@")
         return f"{local[:1]}***@{domain}" if local else "***"
     if kind == "card":
-        digits = re.sub(r"\D", "", value)
+        digits = _NOT_DIGIT.sub("", value)
         return f"****{digits[-4:]}" if len(digits) > 4 else "****"
     if kind == "iban":
         compact = value.replace(" ", "")
@@ -103,7 +105,7 @@ def mask(kind: str, value: str, digest: str) -> str:
 
 
 def _mask_phone(value: str) -> str:
-    digits = re.sub(r"\D", "", value)
+    digits = _NOT_DIGIT.sub("", value)
     if value.startswith("00"):
         digits = digits[2:]
     international = value.startswith(("+", "00"))

@@ -22,6 +22,8 @@ from traces.masking.detectors import SECRET_KINDS, TEXT_DETECTORS
 from traces.masking.emails import find_emails
 from traces.masking.gate import NeedleGate
 from traces.masking.kinds import FINGERPRINTED_KINDS, fingerprint, mask, normalize
+
+_FINGERPRINTED = frozenset(FINGERPRINTED_KINDS)
 from traces.masking.numbers import NumberFinder, Span
 from traces.masking.phones import DEFAULT_REGIONS, PhoneValidator
 from traces.masking.plugins import configured_detectors, registered_kind, tenant_detectors
@@ -144,7 +146,7 @@ class Masker:
 
     def _mask_one(self, kind: str, value: str, normalized: str | None = None) -> str:
         digest = ""
-        if kind in FINGERPRINTED_KINDS:
+        if kind in _FINGERPRINTED:
             normalized = normalized or normalize(kind, value) or value.strip()
             digest = fingerprint(self._key, kind, normalized)
             self._found.setdefault((kind, digest), None)

@@ -12,7 +12,8 @@ What keeps look-alikes readable: dates at the start of a run are skipped (``2026
 is no Washington number), dotted quads are IP addresses, a single dot is a decimal, digits
 glued to letters are part of a word (a SKU, a tracking number, a hex id) unless the letters
 are the start of an IBAN, NINO or NIE, and a digits-only number right after a label such as
-``order``, ``invoice``, ``tracking``, ``ref``, ``#`` or ``订单号`` is that label's number.
+``order``, ``invoice``, ``tracking``, ``ref``, ``#`` or ``订单号`` is that label's number,
+and one after ``created_at``, ``timestamp``, ``date``… is a time.
 """
 
 from __future__ import annotations
@@ -45,9 +46,12 @@ _NINO_AFTER = re.compile(r" ?[A-D](?![A-Za-z0-9])")
 _LABEL = re.compile(
     r"(?:order|invoice|ticket|tracking|shipment|parcel|sku|ean|upc|isbn|pn|part|ref|reference|"
     r"订单|单号|编号|工单)(?:[ _-]?(?:id|no|nr|number|num))?[\"'\s:=#.]*$"
+    r"|(?:created|updated|modified|deleted|sent|paid)(?:[ _-]?(?:at|on))?[\"'\s:=]*$"
+    r"|(?:timestamp|epoch|ts|time|date)[\"'\s:=]*$"
     r"|#$"
 )
 _URL_OR_TIME = frozenset(":/=?&")
+_LOWER_WORD = frozenset("abcdefghijklmnopqrstuvwxyz_")
 _WORD = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 
 
@@ -64,10 +68,11 @@ class NumberFinder:
     def find(self, text: str) -> list[Span]:
         spans: list[Span] = []
         last_end = 0
+        lower_word = _LOWER_WORD
         for match in RUN.finditer(text):
             start, end = match.span()
-            if start < last_end or end - start < 6:
-                continue
+            if start < last_end or (start and text[start - 1] in lower_word):
+                continue  # inside a word ("SKU5789…", "v2.3.1") or a value already found
             span = self._classify(text, start, end)
             if span is not None:
                 spans.append(span)
@@ -185,8 +190,10 @@ class NumberFinder:
     def _iban_near(text: str, start: int) -> Span | None:
         """An IBAN whose digits begin at ``start`` (``DE89 3704…``) or a few characters later
         (``GB82 WEST 1234…``, ``NL91ABNA0417…``)."""
-        for head in (start - 2, start - 3, start - 8, start - 9, start - 10):
+        for head in (start - 2, start - 3, start - 8, start - 10):
             if head < 0 or text[head : head + 2] not in _IBAN_COUNTRIES:
+                continue
+            if not text[head + 2 : head + 4].isdigit():
                 continue
             if head and _ascii_word(text[head - 1]):
                 continue
