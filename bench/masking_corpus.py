@@ -125,7 +125,9 @@ class Planter:
     def email(self) -> str:
         rng = self.rng
         first = rng.choice(["zhang", "li", "maria", "john", "anna", "wei", "priya", "luca", "yuki"])
-        last = rng.choice(["wang", "smith", "garcia", "rossi", "tanaka", "sharma", "muller", "chen"])
+        last = rng.choice(
+            ["wang", "smith", "garcia", "rossi", "tanaka", "sharma", "muller", "chen"]
+        )
         sep = rng.choice([".", "_", "", "-"])
         local = f"{first}{sep}{last}"
         if rng.random() < 0.3:
@@ -141,8 +143,18 @@ class Planter:
     def card(self) -> str:
         rng = self.rng
         prefix, length = rng.choice(
-            [("4", 16), ("51", 16), ("55", 16), ("2221", 16), ("34", 15), ("37", 15)]
-            + [("6011", 16), ("62", 16), ("62", 19), ("3530", 16)]
+            [
+                ("4", 16),
+                ("51", 16),
+                ("55", 16),
+                ("2221", 16),
+                ("34", 15),
+                ("37", 15),
+                ("6011", 16),
+                ("62", 16),
+                ("62", 19),
+                ("3530", 16),
+            ]
         )
         body = prefix + "".join(rng.choice(string.digits) for _ in range(length - len(prefix) - 1))
         number = body + luhn.calc_check_digit(body)
@@ -377,7 +389,7 @@ _EN_FILLER = [
 ]
 _ZH_FILLER = [
     "您好，我的快递已经一个星期没有更新物流信息了。",
-    "请问退款什么时候能到账？已经超过十个工作日了。",
+    "请问退款什么时候能到账，已经超过十个工作日了。",
     "好的，我这边帮您查询一下订单状态，请稍等。",
     "麻烦您核对一下收货地址，快递员会再次派送。",
     "系统显示您有两次付款记录，第一次被银行拒绝了。",

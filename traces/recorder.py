@@ -59,7 +59,7 @@ class TraceRecorder:
         self.tenant = tenant
         last = Span.objects.filter(request_id=request_id).aggregate(last=Max("sequence"))["last"]
         self._next_sequence = (last or 0) + 1
-        self.masker = new_masker()
+        self.masker = new_masker(tenant)
 
     def mask(self, value: Any, sensitive: Mapping[str, str] | None = None) -> Any:
         """A masked copy of ``value`` for storage outside the trace (the run's own fields).
@@ -155,8 +155,8 @@ class TraceRecorder:
         store_fingerprints(self.request_id, self.tenant, self.masker)
 
 
-def new_masker() -> Masker:
-    return Masker(settings.HARNESS_FINGERPRINT_KEY.encode())
+def new_masker(tenant: str | None = None) -> Masker:
+    return Masker(settings.HARNESS_FINGERPRINT_KEY.encode(), tenant=tenant)
 
 
 def store_fingerprints(request_id: str, tenant: str, masker: Masker) -> None:

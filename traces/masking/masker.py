@@ -22,13 +22,12 @@ from traces.masking.detectors import SECRET_KINDS, TEXT_DETECTORS
 from traces.masking.emails import find_emails
 from traces.masking.gate import NeedleGate
 from traces.masking.kinds import FINGERPRINTED_KINDS, fingerprint, mask, normalize
-
-_FINGERPRINTED = frozenset(FINGERPRINTED_KINDS)
 from traces.masking.numbers import NumberFinder, Span
 from traces.masking.phones import DEFAULT_REGIONS, PhoneValidator
 from traces.masking.plugins import configured_detectors, registered_kind, tenant_detectors
 from traces.masking.pointers import locate
 
+_FINGERPRINTED = frozenset(FINGERPRINTED_KINDS)
 # Object members whose value is a credential, whatever it looks like.
 _SECRET_MEMBER = re.compile(
     r"(?i)^(?:password|passwd|pwd|secret|client_?secret|api_?key|apikey|access_?token|"
@@ -44,7 +43,7 @@ _GATE: NeedleGate | None = None
 
 
 def _gate() -> NeedleGate:
-    global _GATE  # noqa: PLW0603 - built once per process, on first use
+    global _GATE
     if _GATE is None:
         _GATE = NeedleGate(TEXT_DETECTORS)
     return _GATE

@@ -37,7 +37,9 @@ _DECIMAL = re.compile(r"\d+\.\d{1,2}")
 _SSN = re.compile(r"\d{3}([- ])\d\d\1\d{4}")
 _AADHAAR = re.compile(r"\d{12}|\d{4}([ -])\d{4}\1\d{4}")
 _CPF = re.compile(r"\d{3}\.\d{3}\.\d{3}-\d\d|\d{11}")
-_CARD_SHAPE = re.compile(r"\d{13,19}|\d{4}([ -])\d{4}\1\d{4}\1\d{4}(?:\1\d{1,3})?|\d{4} \d{6} \d{4,5}")
+_CARD_SHAPE = re.compile(
+    r"\d{13,19}|\d{4}([ -])\d{4}\1\d{4}\1\d{4}(?:\1\d{1,3})?|\d{4} \d{6} \d{4,5}"
+)
 _RESIDENT = re.compile(r"\d{17}[\dXx]|\d{6} \d{8} \d{3}[\dXx]")
 _IBAN = re.compile(r"[A-Z]{2}\d\d(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?(?![A-Za-z0-9])")
 _IBAN_COUNTRIES = frozenset(checks.IBAN_COUNTRIES)
@@ -86,7 +88,7 @@ class NumberFinder:
         after = text[end] if end < len(text) else " "
         if before in _URL_OR_TIME and self._in_url_or_time(text, start, before):
             return None
-        if before in _WORD or before == "-" and start > 1 and _ascii_word(text[start - 2]):
+        if before in _WORD or (before == "-" and start > 1 and _ascii_word(text[start - 2])):
             # Glued to letters: only an IBAN, NIE or resident-ID-like start is of interest.
             return self._letter_led(text, start, end, before)
         if before == " " and start > 1 and "A" <= text[start - 2] <= "Z":
@@ -162,21 +164,23 @@ class NumberFinder:
             if iban:
                 return iban
             prefix_start = start - 1
-            if before in "XYZ" and (prefix_start == 0 or not _ascii_word(text[prefix_start - 1])):
-                # NIE: X/Y/Z, seven digits, a letter.
-                if end - start == 7 and end < len(text) and "A" <= text[end] <= "Z":
-                    tail = end + 1
-                    if (tail >= len(text) or not _ascii_word(text[tail])) and checks.es_nie_ok(
-                        text[prefix_start:tail]
-                    ):
-                        return (prefix_start, tail, "national_id", None)
+            if (
+                before in "XYZ"
+                and (prefix_start == 0 or not _ascii_word(text[prefix_start - 1]))
+                and end - start == 7
+                and end < len(text)
+                and "A" <= text[end] <= "Z"
+            ):  # NIE: X/Y/Z, seven digits, a letter.
+                tail = end + 1
+                if (tail >= len(text) or not _ascii_word(text[tail])) and checks.es_nie_ok(
+                    text[prefix_start:tail]
+                ):
+                    return (prefix_start, tail, "national_id", None)
             if end - start == 6:
                 return self._nino(text, start, end)
         return None
 
-    def _letter_trailed(
-        self, text: str, start: int, end: int, run: str, after: str
-    ) -> Span | None:
+    def _letter_trailed(self, text: str, start: int, end: int, run: str, after: str) -> Span | None:
         tail = end + 1
         if tail < len(text) and _ascii_word(text[tail]):
             return None  # digits inside a word

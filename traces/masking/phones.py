@@ -57,9 +57,7 @@ class RegionRules:
         self.nanpa = self.national_prefix == "1"
         # Lengths a number written nationally can have (with or without the prefix).
         self.written_lengths = frozenset(
-            length + extra
-            for length in self._national
-            for extra in (0, len(self.national_prefix))
+            length + extra for length in self._national for extra in (0, len(self.national_prefix))
         )
 
     @staticmethod
