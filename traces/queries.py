@@ -4,7 +4,8 @@ from typing import Any
 
 from django.conf import settings
 
-from traces.masking import FINGERPRINTED_KINDS, fingerprint, normalize
+from traces.masking import FINGERPRINTED_KINDS, fingerprint
+from traces.masking.kinds import search_forms
 from traces.masking.plugins import configured_detectors, searchable_kinds, tenant_detectors
 from traces.models import AuditRecord, Fingerprint, Span
 
@@ -47,8 +48,7 @@ def identifier_digests(value: str, tenant: str | None = None) -> dict[str, str]:
     key = settings.HARNESS_FINGERPRINT_KEY.encode()
     digests = {}
     for kind in FINGERPRINTED_KINDS:
-        normalized = normalize(kind, value)
-        if normalized:
+        for normalized in search_forms(kind, value):
             digests[fingerprint(key, kind, normalized)] = kind
     configured_detectors(settings.HARNESS_MASKING_DETECTORS)
     tenant_detectors(tenant)  # registers the tenant's kinds in this process

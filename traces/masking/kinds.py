@@ -64,6 +64,22 @@ def normalize(kind: str, value: str) -> str | None:
     return None
 
 
+def search_forms(kind: str, value: str) -> list[str]:
+    """Every normalised form a typed ``value`` may have been stored under: for a phone number
+    written nationally, its E.164 form in each default region it is valid in (the stored one
+    depends on how it was written and on the order of ``HARNESS_PHONE_REGIONS``)."""
+    forms = []
+    normalized = normalize(kind, value)
+    if normalized:
+        forms.append(normalized)
+    if kind == "phone" and not value.strip().startswith(("+", "00")):
+        from traces.masking.masker import phone_validator
+
+        digits = _NOT_DIGIT.sub("", value)
+        forms += [f for f in phone_validator().national_candidates(digits) if f not in forms]
+    return forms
+
+
 def _normalize_phone(value: str) -> str | None:
     """E.164 when the number is valid (written nationally in a default region or with its
     country code), so that ``(718) 951-1807`` and ``+1 718-951-1807`` are one identifier."""

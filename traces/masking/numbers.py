@@ -153,7 +153,7 @@ class NumberFinder:
         else:
             if before == "(":
                 start -= 1
-            e164 = self.phones.national(digits, compact=len(digits) == len(run))
+            e164 = self.phones.national(digits, compact=len(digits) == len(run), written=run)
         if e164 is None or self._labelled(text, start):
             return None
         return (start, end, "phone", e164)

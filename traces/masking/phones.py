@@ -134,12 +134,32 @@ class PhoneValidator:
             for length in range(4, 18)
         }
 
-    def national(self, digits: str, compact: bool = False) -> str | None:
+    def national(self, digits: str, compact: bool = False, written: str = "") -> str | None:
+        """The E.164 form of a number written nationally. When it is valid in several default
+        regions (``06 12 34 56 78`` is French and German), the region that formats it the way
+        it is ``written`` wins, then the first region in order."""
+        first = None
         for rules in self._by_length.get(len(digits), ()):
             e164 = rules.national(digits, compact)
-            if e164:
-                return e164
-        return None
+            if e164 is None:
+                continue
+            if first is None:
+                if not written or compact:
+                    return e164
+                first = (rules, e164)
+                continue
+            return _best_written(written, [first, (rules, e164)], self, digits, compact)
+        return first[1] if first else None
+
+    def national_candidates(self, digits: str) -> list[str]:
+        """Every E.164 form ``digits`` can have, written nationally in a default region."""
+        found = []
+        for rules in self._by_length.get(len(digits), ()):
+            for compact in (False, True):
+                e164 = rules.national(digits, compact)
+                if e164 and e164 not in found:
+                    found.append(e164)
+        return found
 
     @staticmethod
     def international(digits: str) -> str | None:
@@ -168,7 +188,39 @@ class PhoneValidator:
             return self.international(digits)
         if stripped.startswith("00"):
             return self.international(digits[2:])
-        return self.national(digits)
+        return self.national(digits, compact=digits == stripped, written=stripped)
+
+
+def _best_written(
+    written: str,
+    found: list[tuple[RegionRules, str]],
+    validator: PhoneValidator,
+    digits: str,
+    compact: bool,
+) -> str:
+    for rules in validator._by_length.get(len(digits), ())[len(found) :]:
+        e164 = rules.national(digits, compact)
+        if e164:
+            found.append((rules, e164))
+    groups = _GROUPS.findall(written)
+    best = found[0][1]
+    for rules, e164 in found:
+        nsn = e164[1 + len(rules.country_code) :]
+        number = phonenumbers.PhoneNumber(
+            country_code=int(rules.country_code),
+            national_number=int(nsn),
+            italian_leading_zero=nsn.startswith("0") or None,
+            number_of_leading_zeros=(len(nsn) - len(nsn.lstrip("0"))) or None,
+        )
+        formatted = phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.NATIONAL)
+        if formatted == written.strip():
+            return e164
+        if best == found[0][1] and _GROUPS.findall(formatted) == groups:
+            best = e164
+    return best
+
+
+_GROUPS = re.compile(r"\d+")
 
 
 def library_e164(value: str, region: str) -> str | None:
