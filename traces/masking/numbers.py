@@ -27,6 +27,9 @@ from traces.masking.phones import PhoneValidator
 Span = tuple[int, int, str, str | None]  # (start, end, kind, normalised form if known)
 
 RUN = re.compile(r"\d[\d ().\-/]{4,}\d")
+# Two separators in a row, other than a parenthesis and a space ("(718) 951", "+1 (718)").
+_BREAK = re.compile(r"[ \-./]{2,}|[\-./]\(|\)[.(/]|\([ \-./]")
+_PART = re.compile(r"\d(?:\d|[ \-./](?=\d)|\) ?(?=\d)|[ \-./]?\((?=\d))*")
 _SEPARATORS = str.maketrans("", "", " -./()")
 _DATE_AT_START = re.compile(
     r"(?:19|20)\d\d([-/.])(?:0?[1-9]|1[0-2])\1(?:0?[1-9]|[12]\d|3[01])(?!\d)"
@@ -75,10 +78,20 @@ class NumberFinder:
             start, end = match.span()
             if start < last_end or (start and text[start - 1] in lower_word):
                 continue  # inside a word ("SKU5789…", "v2.3.1") or a value already found
-            span = self._classify(text, start, end)
-            if span is not None:
-                spans.append(span)
-                last_end = span[1]
+            run = match.group(0)
+            if _BREAK.search(run) is None:
+                span = self._classify(text, start, end)
+                if span is not None:
+                    spans.append(span)
+                    last_end = span[1]
+                continue
+            # "718.951.1807 / 503-204-4660": two separators in a row end a value.
+            for part in _PART.finditer(text, start, end):
+                if part.start() >= last_end and part.end() - part.start() >= 6:
+                    span = self._classify(text, part.start(), part.end())
+                    if span is not None:
+                        spans.append(span)
+                        last_end = span[1]
         return spans
 
     # --- classification ---------------------------------------------------------------
@@ -125,8 +138,10 @@ class NumberFinder:
             return (start, end, "national_id", None)
         if 13 <= count <= 19 and _CARD_SHAPE.fullmatch(run) and checks.card_ok(digits):
             return None if self._labelled(text, start) else (start, end, "card", digits)
-        if count == 9 and _SSN.fullmatch(run) and checks.us_ssn_ok(run):
-            return None if self._labelled(text, start) else (start, end, "national_id", None)
+        if count == 9 and _SSN.fullmatch(run):  # an SSN's shape, and nothing else's
+            if not checks.us_ssn_ok(run) or self._labelled(text, start):
+                return None
+            return (start, end, "national_id", None)
         if count == 12 and _AADHAAR.fullmatch(run) and checks.in_aadhaar_ok(digits):
             return None if self._labelled(text, start) else (start, end, "national_id", None)
         if count == 11 and "." in run and _CPF.fullmatch(run) and checks.br_cpf_ok(run):
@@ -150,6 +165,8 @@ class NumberFinder:
             start -= 1
         elif digits.startswith("00") and not run.startswith("0 "):
             e164 = self.phones.international(digits[2:])
+        elif len(run) == 10 and run[0] == "1" and run.isdigit():
+            return None  # written bare, that is a Unix time (2001-2033), not India's 160x…
         else:
             if before == "(":
                 start -= 1

@@ -148,6 +148,8 @@ class PhoneValidator:
                     return e164
                 first = (rules, e164)
                 continue
+            if e164 == first[1]:
+                continue  # the United States and Canada: one country code
             return _best_written(written, [first, (rules, e164)], self, digits, compact)
         return first[1] if first else None
 
@@ -200,27 +202,49 @@ def _best_written(
 ) -> str:
     for rules in validator._by_length.get(len(digits), ())[len(found) :]:
         e164 = rules.national(digits, compact)
-        if e164:
+        if e164 and e164 not in (f for _, f in found):
             found.append((rules, e164))
-    groups = _GROUPS.findall(written)
+    shape = _SHAPE.sub("d", written.strip())
+    groups = _GROUPS.findall(shape)
     best = found[0][1]
     for rules, e164 in found:
-        nsn = e164[1 + len(rules.country_code) :]
-        number = phonenumbers.PhoneNumber(
-            country_code=int(rules.country_code),
-            national_number=int(nsn),
-            italian_leading_zero=nsn.startswith("0") or None,
-            number_of_leading_zeros=(len(nsn) - len(nsn.lstrip("0"))) or None,
-        )
-        formatted = phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.NATIONAL)
-        if formatted == written.strip():
+        formatted = _national_shape(rules.region, e164[1 + len(rules.country_code) :])
+        if formatted == shape:
             return e164
         if best == found[0][1] and _GROUPS.findall(formatted) == groups:
             best = e164
     return best
 
 
-_GROUPS = re.compile(r"\d+")
+def _national_shape(region: str, nsn: str) -> str:
+    """How the region writes ``nsn`` nationally, digits as ``d`` (``0d dd dd dd dd``). The
+    format depends on the leading digits and the length only, so it is cached by those."""
+    key = (region, nsn[:6], len(nsn))
+    shape = _SHAPES.get(key)
+    if shape is None:
+        if len(_SHAPES) > 65536:
+            _SHAPES.clear()
+        shape = _SHAPES[key] = _shape_for(region, nsn)
+    return shape
+
+
+_SHAPES: dict[tuple[str, str, int], str] = {}
+
+
+def _shape_for(region: str, nsn: str) -> str:
+    metadata = PhoneMetadata.metadata_for_region(region)
+    number = phonenumbers.PhoneNumber(
+        country_code=metadata.country_code,
+        national_number=int(nsn),
+        italian_leading_zero=nsn.startswith("0") or None,
+        number_of_leading_zeros=(len(nsn) - len(nsn.lstrip("0"))) or None,
+    )
+    formatted = phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.NATIONAL)
+    return _SHAPE.sub("d", formatted)
+
+
+_SHAPE = re.compile(r"\d")
+_GROUPS = re.compile(r"d+")
 
 
 def library_e164(value: str, region: str) -> str | None:
