@@ -209,6 +209,9 @@ def _best_written(
     best = found[0][1]
     for rules, e164 in found:
         formatted = _national_shape(rules.region, e164[1 + len(rules.country_code) :])
+        prefix = rules.national_prefix
+        if prefix and not rules.nanpa and not digits.startswith(prefix):
+            formatted = formatted.replace("d" * len(prefix), "", 1)  # written without it
         if formatted == shape:
             return e164
         if best == found[0][1] and _GROUPS.findall(formatted) == groups:

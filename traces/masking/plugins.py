@@ -91,11 +91,11 @@ def register(detector: Any) -> Any:
         raise ImproperlyConfigured(f"masking detector {detector!r}: kind must match [a-z_0-9]")
     if not callable(getattr(detector, "find", None)):
         raise ImproperlyConfigured(f"masking detector {kind!r} has no find(text)")
+    if kind not in BUILTIN_KINDS:
+        _KINDS[kind] = KindRules(detector)
     check = getattr(detector, "check", None)
     if check is not None and not isinstance(detector, PatternDetector):
         detector = _Checked(detector, check)
-    if kind not in BUILTIN_KINDS:
-        _KINDS[kind] = KindRules(detector)
     return detector
 
 
@@ -122,7 +122,10 @@ def configured_detectors(paths: Iterable[str]) -> tuple[Any, ...]:
                 target = import_string(path)
             except ImportError as error:
                 raise ImproperlyConfigured(f"HARNESS_MASKING_DETECTORS: {error}") from error
-            detector = target() if callable(target) and not hasattr(target, "find") else target
+            is_factory = isinstance(target, type) or (
+                callable(target) and not hasattr(target, "find")
+            )
+            detector = target() if is_factory else target
             detectors.append(register(detector))
         _CONFIGURED[key] = tuple(detectors)
     return _CONFIGURED[key]
