@@ -18,6 +18,7 @@ import re
 from functools import lru_cache
 
 import phonenumbers
+from django.core.exceptions import ImproperlyConfigured
 from phonenumbers import PhoneMetadata
 from phonenumbers.phonenumberutil import COUNTRY_CODE_TO_REGION_CODE
 
@@ -126,7 +127,9 @@ class PhoneValidator:
     def __init__(self, regions: tuple[str, ...] = DEFAULT_REGIONS) -> None:
         unknown = [r for r in regions if rules_for_region(r) is None]
         if unknown:
-            raise ValueError(f"unknown phone regions: {', '.join(unknown)}")
+            raise ImproperlyConfigured(
+                f"HARNESS_PHONE_REGIONS: unknown phone regions: {', '.join(unknown)}"
+            )
         self.regions = tuple(dict.fromkeys(r.upper() for r in regions))
         self._rules = tuple(rules_for_region(r) for r in self.regions)
         self._by_length: dict[int, tuple[RegionRules, ...]] = {
