@@ -126,7 +126,7 @@ def test_phone_regions_are_configurable(settings):
 def test_an_unknown_phone_region_is_refused(settings):
     settings.HARNESS_PHONE_REGIONS = ("CN", "XX")
 
-    with pytest.raises(ImproperlyConfigured, match="HARNESS_PHONE_REGIONS: .*XX"):
+    with pytest.raises(ImproperlyConfigured, match=r"HARNESS_PHONE_REGIONS: .*XX"):
         Masker(b"test-key")
 
 
