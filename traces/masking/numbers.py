@@ -26,7 +26,10 @@ from traces.masking.phones import PhoneValidator
 
 Span = tuple[int, int, str, str | None]  # (start, end, kind, normalised form if known)
 
-RUN = re.compile(r"\d[\d ().\-/]{4,}\d")
+# A digit not glued to a lower-case word and not the decimals of an amount (or the seconds of a
+# clock time), then digits and separators. The look-behinds come after the
+# first digit so that the engine's fast scan for a digit still applies.
+RUN = re.compile(r"\d(?<![a-z_\d]\d)(?<!\d[.:]\d)[\d ().\-/]{4,}\d")
 # Two separators in a row, other than a parenthesis and a space ("(718) 951", "+1 (718)").
 _BREAK = re.compile(r"[ \-./]{2,}|[\-./]\(|\)[.(/]|\([ \-./]")
 _PART = re.compile(r"\d(?:\d|[ \-./](?=\d)|\) ?(?=\d)|[ \-./]?\((?=\d))*")
@@ -55,8 +58,8 @@ _LABEL = re.compile(
     r"|(?:timestamp|epoch|ts|time|date)[\"'\s:=]*$"
     r"|#$"
 )
+_THOUSANDS = re.compile(r"\d{3}(?:\.\d|,\d{3}|[^\d]|$)")
 _URL_OR_TIME = frozenset(":/=?&")
-_LOWER_WORD = frozenset("abcdefghijklmnopqrstuvwxyz_")
 _WORD = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 
 
@@ -73,11 +76,26 @@ class NumberFinder:
     def find(self, text: str) -> list[Span]:
         spans: list[Span] = []
         last_end = 0
-        lower_word = _LOWER_WORD
+        countries, word = _IBAN_COUNTRIES, _WORD
         for match in RUN.finditer(text):
             start, end = match.span()
-            if start < last_end or (start and text[start - 1] in lower_word):
-                continue  # inside a word ("SKU5789…", "v2.3.1") or a value already found
+            if start < last_end:
+                continue  # inside a value already found
+            if start > 1:
+                # The commonest look-alikes, turned away before any call: digits glued to
+                # capitals that cannot start an IBAN, NIE or NINO ("JD4778…", "SKU5789…"),
+                # and the numbers of labels such as "ORD-2025-…" or "T-20251014-…".
+                before = text[start - 1]
+                if "A" <= before <= "Z":
+                    if (
+                        text[start - 2 : start] not in countries
+                        and before not in "XYZ"
+                        and end - start != 6
+                        and text[start - 8 : start - 6] not in countries
+                    ):
+                        continue
+                elif before == "-" and text[start - 2] in word:
+                    continue
             run = match.group(0)
             if _BREAK.search(run) is None:
                 span = self._classify(text, start, end)
@@ -101,6 +119,13 @@ class NumberFinder:
         after = text[end] if end < len(text) else " "
         if before in _URL_OR_TIME and self._in_url_or_time(text, start, before):
             return None
+        if (
+            before == ","
+            and start > 1
+            and text[start - 2].isdigit()
+            and _THOUSANDS.match(text, start)
+        ):
+            return None  # "339,990.28": the thousands of an amount
         if before in _WORD or (before == "-" and start > 1 and _ascii_word(text[start - 2])):
             # Glued to letters: only an IBAN, NIE or resident-ID-like start is of interest.
             return self._letter_led(text, start, end, before)
