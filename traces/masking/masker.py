@@ -231,13 +231,18 @@ class Masker:
 
 
 def _without_overlaps(spans: list[Span]) -> list[Span]:
-    """Keep the earlier-listed of overlapping spans (``spans`` is in priority order)."""
+    """The spans in text order, without overlaps: of two that overlap, the one listed first
+    (``spans`` is in priority order: secrets, extra detectors, e-mail, numbers) is kept."""
+    ordered = sorted((span[0], priority, span) for priority, span in enumerate(spans))
     kept: list[Span] = []
-    for span in spans:
-        start, end = span[0], span[1]
-        if all(end <= s or start >= e for s, e, _, _ in kept):
-            kept.append(span)
-    kept.sort()
+    priorities: list[int] = []
+    for start, priority, span in ordered:
+        if kept and start < kept[-1][1]:
+            if priority < priorities[-1] and (len(kept) < 2 or kept[-2][1] <= start):
+                kept[-1], priorities[-1] = span, priority
+            continue
+        kept.append(span)
+        priorities.append(priority)
     return kept
 
 
