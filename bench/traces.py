@@ -1,6 +1,6 @@
 """Benchmarks of the trace store: masking throughput and the cost of one step's audit records.
 
-    .venv/bin/python bench/traces.py [--mb 4] [--steps 300]
+    .venv/bin/python bench/traces.py [--mb 5] [--seed 13] [--steps 300] [--masking-only]
 
 Runs on a throw-away SQLite database (or on ``DATABASE_URL`` if set: use a database of your
 own). Prints figures; asserts nothing about speed.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
+import re
 import statistics
 import sys
 import tempfile
@@ -42,49 +42,71 @@ PII = [
 ]
 
 
-def corpus(megabytes: float, pii_share: float, seed: int = 7) -> list[str]:
-    """Documents of a few hundred bytes to a few KB: prose, JSON tool results, some PII."""
-    rng = random.Random(seed)
-    documents, size = [], 0
-    while size < megabytes * 1_000_000:
-        parts = [rng.choice(PROSE) for _ in range(rng.randint(2, 12))]
-        if rng.random() < pii_share:
-            parts.insert(rng.randrange(len(parts)), rng.choice(PII))
-        text = " ".join(parts)
-        if rng.random() < 0.4:
-            text = json.dumps(
-                {"ok": True, "result": {"ticket_id": "T-20250318-007", "body": text, "n": 3}},
-                ensure_ascii=False,
-            )
-        documents.append(text)
-        size += len(text.encode())
-    return documents
-
-
-def bench_masking(megabytes: float) -> None:
+def bench_masking(megabytes: float, seed: int) -> None:
+    """Recall per kind, look-alikes masked, throughput and per-document overhead, one document
+    at a time as a run masks them (``bench/masking_corpus.py``)."""
+    from bench.masking_corpus import KINDS, generate
     from traces.masking import Masker
+    from traces.masking.masker import _gate
 
-    print("masking throughput (Masker.mask_text, UTF-8 bytes in):")
-    for share in (0.0, 0.3, 1.0):
-        documents = corpus(megabytes, share)
-        total = sum(len(d.encode()) for d in documents)
-        masker = Masker(b"bench-key")
-        started = time.perf_counter()
-        for document in documents:
-            masker.mask_text(document)
-        elapsed = time.perf_counter() - started
-        print(
-            f"  {share:>4.0%} of documents with PII: {total / elapsed / 1e6:6.2f} MB/s "
-            f"({total / 1e6:.1f} MB, {len(documents)} documents)"
-        )
-    documents = corpus(megabytes, 0.3)
-    payload = [{"role": "user", "content": d, "meta": {"n": i}} for i, d in enumerate(documents)]
-    total = len(json.dumps(payload, ensure_ascii=False).encode())
+    documents = generate(megabytes, seed)
+    total = sum(len(d.text.encode()) for d in documents)
     masker = Masker(b"bench-key")
-    started = time.perf_counter()
-    masker.mask(payload)
-    elapsed = time.perf_counter() - started
-    print(f"  JSON walk (Masker.mask), 30% PII: {total / elapsed / 1e6:6.2f} MB/s")
+    masker.mask_text("warm up +1 (718) 951-1807 a@b.example")
+    outputs = []
+    best, best_cpu = float("inf"), float("inf")
+    for _ in range(3):  # best of three: the machine is shared
+        masker = Masker(b"bench-key")
+        started, started_cpu = time.perf_counter(), time.process_time()
+        outputs = [masker._mask_text(d.text) for d in documents]  # no memo: every text scanned
+        best = min(best, time.perf_counter() - started)
+        best_cpu = min(best_cpu, time.process_time() - started_cpu)
+    # A yardstick for how loaded the machine is: one pass of one compiled expression.
+    yardstick = re.compile(r"\d[\d ().\-/]{4,}\d")
+    started = time.process_time()
+    for document in documents:
+        yardstick.findall(document.text)
+    reference = time.process_time() - started
+    found: dict[str, list[int]] = {kind: [0, 0] for kind in KINDS}
+    missed: list[tuple[str, str]] = []
+    wrongly: list[str] = []
+    for document, output in zip(documents, outputs, strict=True):
+        for kind, value in document.planted:
+            found[kind][1] += 1
+            if value in output:
+                missed.append((kind, value))
+            else:
+                found[kind][0] += 1
+        wrongly += [value for value in document.lookalikes if value not in output]
+    planted = sum(n for _, n in found.values())
+    print(
+        f"masking: {len(documents)} documents, {total / 1e6:.2f} MB, {planted} planted values, "
+        f"{sum(len(d.lookalikes) for d in documents)} look-alikes (seed {seed}); "
+        f"needle gate: {_gate().engine}"
+    )
+    for kind, (hit, count) in found.items():
+        print(f"  recall {kind:<15} {hit / count if count else 1:.4f}  ({hit}/{count})")
+    for kind, value in missed[:10]:
+        print(f"    missed {kind}: {value!r}")
+    print(f"  look-alikes wrongly masked: {len(wrongly)}", *[repr(v) for v in wrongly[:10]])
+    print(
+        f"  throughput (one document at a time): {total / best / 1e6:6.2f} MB/s wall, "
+        f"{total / best_cpu / 1e6:6.2f} MB/s CPU"
+    )
+    print(f"  yardstick (one regex findall, no checks): {total / reference / 1e6:6.2f} MB/s CPU")
+    short = [
+        "Why is T-20250318-007 stuck?",
+        "ok",
+        '{"ok": true, "status": "resolved"}',
+        "call 13812345678",
+    ]
+    rounds = 20000
+    for text in short:
+        started = time.process_time()
+        for _ in range(rounds):
+            masker._mask_text(text)
+        elapsed = (time.process_time() - started) / rounds
+        print(f"  per document {elapsed * 1e6:6.2f} µs  {text!r}")
 
 
 def step_payloads(step: int) -> tuple[dict, dict, dict]:
@@ -152,7 +174,9 @@ def bench_audit(steps: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mb", type=float, default=4.0, help="corpus size per run (MB)")
+    parser.add_argument("--mb", type=float, default=5.0, help="masking corpus size (MB)")
+    parser.add_argument("--seed", type=int, default=13, help="masking corpus seed")
+    parser.add_argument("--masking-only", action="store_true")
     parser.add_argument("--steps", type=int, default=300)
     args = parser.parse_args()
     if not os.environ.get("DATABASE_URL"):
@@ -166,8 +190,9 @@ def main() -> None:
     django.setup()
     call_command("migrate", verbosity=0)
     print(f"database: {connection.vendor}; python {sys.version.split()[0]}")
-    bench_masking(args.mb)
-    bench_audit(args.steps)
+    bench_masking(args.mb, args.seed)
+    if not args.masking_only:
+        bench_audit(args.steps)
 
 
 if __name__ == "__main__":

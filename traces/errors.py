@@ -6,6 +6,8 @@ from enum import StrEnum
 class TraceErrorCode(StrEnum):
     AUDIT_RECORD_IMMUTABLE = "audit_record_immutable"
     NON_FINITE_NUMBER = "non_finite_number"
+    MASKING_PATTERN_INVALID = "masking_pattern_invalid"
+    MASKING_PATTERN_NOT_FOUND = "masking_pattern_not_found"
 
 
 class TraceError(Exception):
@@ -46,3 +48,24 @@ class NonFiniteNumber(TraceError):
             {"path": path, "value": repr(value)},
         )
         self.path = path
+
+
+class MaskingPatternInvalid(TraceError):
+    """A tenant's custom masking pattern was refused: ``field`` says which part and why."""
+
+    code = TraceErrorCode.MASKING_PATTERN_INVALID
+    http_status = 400
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message, {"field": field})
+        self.field = field
+
+
+class MaskingPatternNotFound(TraceError):
+    code = TraceErrorCode.MASKING_PATTERN_NOT_FOUND
+    http_status = 404
+
+    def __init__(self, tenant: str, kind: str) -> None:
+        super().__init__(
+            f"Tenant {tenant!r} has no masking pattern {kind!r}.", {"tenant": tenant, "kind": kind}
+        )

@@ -242,3 +242,43 @@ class RetentionPolicy(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tenant}: {self.days} days"
+
+
+class MaskingPattern(models.Model):
+    """A tenant's own detector: a regular expression for an identifier of theirs (an internal
+    customer number, say), masked as ``[<kind>:1a2b3c4d]`` and fingerprinted. Saved only
+    through ``traces.masking.patterns.save_pattern``, which tests it against ``sample``."""
+
+    tenant = models.CharField(max_length=64)
+    kind = models.CharField(max_length=40)
+    pattern = models.TextField()
+    sample = models.TextField(help_text="Text with at least one value the pattern must find.")
+    enabled = models.BooleanField(default=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "kind"], name="masking_pattern_unique_kind")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tenant}: {self.kind}"
+
+
+class MaskingPatternChange(models.Model):
+    """An audited edit of a tenant's custom patterns: who, when, before and after."""
+
+    tenant = models.CharField(max_length=64)
+    actor = models.CharField(max_length=200)
+    action = models.CharField(max_length=16)  # "add", "update" or "remove"
+    kind = models.CharField(max_length=40)
+    before = models.JSONField(null=True, blank=True)
+    after = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["tenant", "-created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.kind} by {self.actor}"

@@ -4,7 +4,9 @@ from typing import Any
 
 from django.conf import settings
 
-from traces.masking import FINGERPRINTED_KINDS, fingerprint, normalize
+from traces.masking import FINGERPRINTED_KINDS, fingerprint
+from traces.masking.kinds import search_forms
+from traces.masking.plugins import configured_detectors, searchable_kinds, tenant_detectors
 from traces.models import AuditRecord, Fingerprint, Span
 from traces.recorder import rebuild_model_requests
 
@@ -51,21 +53,25 @@ def get_trace(request_id: str) -> dict[str, Any]:
     }
 
 
-def identifier_digests(value: str) -> dict[str, str]:
-    """The fingerprint ``value`` would have as each kind it can be: ``{digest: kind}``."""
+def identifier_digests(value: str, tenant: str | None = None) -> dict[str, str]:
+    """The fingerprint ``value`` would have as each kind it can be: ``{digest: kind}``
+    (built-in kinds, kinds of configured detectors and of ``tenant``'s custom patterns)."""
     key = settings.HARNESS_FINGERPRINT_KEY.encode()
     digests = {}
     for kind in FINGERPRINTED_KINDS:
-        normalized = normalize(kind, value)
-        if normalized:
+        for normalized in search_forms(kind, value):
             digests[fingerprint(key, kind, normalized)] = kind
+    configured_detectors(settings.HARNESS_MASKING_DETECTORS)
+    tenant_detectors(tenant)  # registers the tenant's kinds in this process
+    for rules in searchable_kinds():
+        digests[fingerprint(key, rules.kind, rules.normalize(value))] = rules.kind
     return digests
 
 
 def find_runs_by_identifier(tenant: str, value: str) -> list[str]:
     """Request ids of ``tenant``'s runs that touched ``value`` (a phone number, e-mail, ID…),
     newest first. The value itself is stored nowhere: its keyed fingerprint is compared."""
-    digests = identifier_digests(value)
+    digests = identifier_digests(value, tenant)
     if not digests:
         return []
     rows = (

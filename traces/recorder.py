@@ -80,7 +80,7 @@ class TraceRecorder:
         self.buffered = buffered
         last = Span.objects.filter(request_id=request_id).aggregate(last=Max("sequence"))["last"]
         self._next_sequence = (last or 0) + 1
-        self.masker = new_masker()
+        self.masker = new_masker(tenant)
         self.chain = RunChain(request_id, tenant)
         self._spans: list[tuple[Span, OpenSpan]] = []
         self._records: list[AuditRecord] = []
@@ -293,8 +293,8 @@ def rebuild_model_requests(records: list[dict[str, Any]]) -> None:
         last_messages, last_tools = messages, tools
 
 
-def new_masker() -> Masker:
-    return Masker(settings.HARNESS_FINGERPRINT_KEY.encode())
+def new_masker(tenant: str | None = None) -> Masker:
+    return Masker(settings.HARNESS_FINGERPRINT_KEY.encode(), tenant=tenant)
 
 
 def store_fingerprints(request_id: str, tenant: str, masker: Masker) -> None:

@@ -52,7 +52,7 @@ def mask_for_storage(
     Side effect: the fingerprints of what was masked are stored under ``request_id``.
     Idempotent: masking a masked value changes nothing.
     """
-    masker = new_masker()
+    masker = new_masker(tenant)
     masked = masker.mask(value, sensitive)
     store_fingerprints(request_id, tenant, masker)
     return masked

@@ -39,7 +39,11 @@ PII_INPUT = (
     # value reappears in the run); free-text names before that are not detected (no NER).
     f"I handle customer C-1001's case: his phone is {pii.PHONE_CN_SPACED}, resident ID "
     f"{pii.NATIONAL_ID}. Refund order ORD-55213 (ticket T-20250318-007, invoice INV-2025-0318) "
-    f"to card {pii.CARD}. The bank API wants '{pii.BEARER}' and {pii.PASSWORD}."
+    f"to card {pii.CARD}. The bank API wants '{pii.BEARER}' and {pii.PASSWORD}. "
+    f"In New York call {pii.PHONE_US} or {pii.PHONE_US_DASHED}; Berlin office {pii.PHONE_DE}, "
+    f"Tokyo {pii.PHONE_JP}. SSN {pii.SSN}, NI number {pii.NINO}, DNI {pii.DNI}, "
+    f"NIE {pii.NIE}, Aadhaar {pii.AADHAAR}, CPF {pii.CPF}. Parcels "
+    f"{' and '.join(pii.LOOKALIKES[:2])}, shipped {pii.LOOKALIKES[2]} from {pii.LOOKALIKES[3]}."
 )
 
 PII_SCRIPT = [
@@ -71,7 +75,8 @@ PII_SCRIPT = [
     },
     {
         "text": f"{pii.NAME} ({pii.PHONE_CN}, {pii.EMAIL}) will be refunded for ORD-55213 on "
-        f"ticket T-20250318-007 to IBAN {pii.IBAN}; agent-li was notified."
+        f"ticket T-20250318-007 to IBAN {pii.IBAN}; agent-li was notified. "
+        f"Second account {pii.IBAN_GB}, US line {pii.PHONE_US}, parcel {pii.LOOKALIKES[0]}."
     },
 ]
 
@@ -99,3 +104,13 @@ def pii_agent(agent_dir: Path, tool_dir: Path, tmp_path: Path) -> dict[str, Any]
 
 def start_pii_run(client: Any, agent: dict[str, Any], user: str = "alice") -> Any:
     return client.post("/api/v1/runs", {"agent": agent["name"], "user": user, "input": PII_INPUT})
+
+
+@pytest.fixture(autouse=True)
+def _tenant_patterns_read_afresh():
+    """Tenants' custom patterns are cached per process; each test starts from its database."""
+    from traces.masking import plugins
+
+    plugins._TENANT_CACHE.clear()
+    yield
+    plugins._TENANT_CACHE.clear()

@@ -18,8 +18,23 @@ PRIVATE_KEY = (
     "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----"
 )
 PASSWORD = "password=CorrectHorseBattery9"
+# Masking v2: phones the way people write them, and national IDs checked by python-stdnum.
+PHONE_US = "(718) 951-1807"
+PHONE_US_DASHED = "503-204-4660"
+PHONE_DE = "030 12345678"
+PHONE_JP = "090-1234-5678"
+SSN = "536-90-4399"
+NINO = "AB 12 34 56 C"
+DNI = "12345678Z"
+NIE = "X1234567L"
+AADHAAR = "2341 2341 2346"
+CPF = "390.533.447-05"
+IBAN_GB = "GB82 WEST 1234 5698 7654 32"
+CUSTOMER_NUMBER = "CUST-483920"  # a tenant's own identifier (a custom pattern in the admin)
 
 READABLE = ["T-20250318-007", "ORD-55213", "INV-2025-0318"]
+# Look-alikes the run carries too, which must stay readable.
+LOOKALIKES = ["YT2233445566778899", "JD0012345678901", "2026-11-30 14:22:05", "192.168.10.254"]
 
 
 def compact(value: str) -> str:
@@ -48,5 +63,26 @@ def forbidden() -> list[str]:
         BEARER.split()[1],
         "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC",
         PASSWORD.split("=")[1],
+        PHONE_US,
+        "951-1807",
+        "7189511807",
+        PHONE_US_DASHED,
+        "5032044660",
+        PHONE_DE,
+        "03012345678",
+        PHONE_JP,
+        "09012345678",
+        SSN,
+        "536904399",
+        NINO,
+        compact(NINO),
+        DNI,
+        NIE,
+        AADHAAR,
+        compact(AADHAAR),
+        CPF,
+        "39053344705",
+        IBAN_GB,
+        compact(IBAN_GB),
     ]
     return values

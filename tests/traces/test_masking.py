@@ -1,6 +1,7 @@
 """The masking rules themselves: what each detector takes, and what checksums leave alone."""
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 
 from traces.masking import Masker
 
@@ -30,10 +31,112 @@ def masker():
         ("key AKIAIOSFODNN7EXAMPLE", "key [api_key removed]"),
         ('{"api_key": "abcd1234efgh"}', '{"api_key": "[secret removed]"}'),
         ("-----BEGIN EC PRIVATE KEY-----\nMHcCAQEE\n", "[private_key removed]"),
+        # Phones the way people write them (masking v2).
+        ("call (718) 951-1807 today", "call 718***1807 today"),
+        ("call 503-204-4660.", "call 503***4660."),
+        ("call 646.770.1943", "call 646***1943"),
+        ("call 1-718-951-1807", "call 171****1807"),
+        ("Berlin 030 12345678", "Berlin 030****5678"),
+        ("Paris 06 12 34 56 78", "Paris 061***5678"),
+        ("Tokyo 090-1234-5678", "Tokyo 090****5678"),
+        ("Delhi 98765 43210", "Delhi 987***3210"),
+        ("Madrid 91 123 45 67", "Madrid 911**4567"),
+        ("Roma +39 312 345 6789", "Roma +39******6789"),
+        ("London +44 (0)20 7946 0958", "London +44*******0958"),
+        ("电话：0755-8888 1234。", "电话：075*****1234。"),
+        ("IBAN GB82 WEST 1234 5698 7654 32 ok", "IBAN GB****5432 ok"),
+        ("NL91ABNA0417164300", "NL****4300"),
+        ("card 3782 822463 10005", "card ****0005"),
     ],
 )
 def test_each_detector_masks_its_kind(masker, text, masked):
     assert masker.mask_text(text) == masked
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "SSN 536-90-4399",
+        "SSN 536 90 4399",
+        "NI number AB 12 34 56 C",
+        "NINO AB123456C.",
+        "DNI 12345678Z",
+        "DNI 12345678-Z",
+        "NIE X1234567L",
+        "Aadhaar 2341 2341 2346",
+        "Aadhaar 234123412346",
+        "CPF 390.533.447-05",
+        "身份证11010519491231002X。",
+    ],
+)
+def test_national_ids_checked_by_python_stdnum_become_fingerprints(masker, text):
+    masked = masker.mask_text(text)
+
+    assert "[national_id:" in masked
+    assert not any(c.isdigit() for c in masked.split("[national_id:")[0])
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "SSN 666-12-3456 (area 666 is never issued)",
+        "SSN 536-00-4399 (group 00 is never issued)",
+        "NINO BG123456C (BG is never issued)",
+        "DNI 12345678A (wrong letter)",
+        "Aadhaar 2341 2341 2347 (fails Verhoeff)",
+        "CPF 390.533.447-06 (fails its check digits)",
+        "tracking YT2233445566778899 and JD0012345678901 are no IBANs",
+        "YT22 3344 5566 7788 99 is no IBAN either",
+        "order 7189511807, invoice #5032044660, created_at 1764469680",
+        '{"order_id": "7189511807", "ts": "5032044660"}',
+        "amounts $1,234,567.89 and 1234567.89 EUR, IP 192.168.100.200, v10.20.30",
+        "at 2026-11-30 14:22:05, on 30/11/2026 and 2026/11/30, 20261130142205",
+        "https://shop.example.com/orders/7189511807?ts=5032044660",
+        "SKU-4471-BLK-XL, SKU7189511807, EAN 4006381333931",
+        "10:22:04.664450 and 08:53:04.718951",
+    ],
+)
+def test_look_alikes_of_the_new_kinds_stay_readable(masker, text):
+    assert masker.mask_text(text) == text
+
+
+def test_a_phone_written_either_way_has_one_fingerprint(masker):
+    masker.mask_text("(718) 951-1807 / 718.951.1807 / +1 718-951-1807 / 001 718 951 1807")
+
+    assert len(masker.drain()) == 1
+
+
+def test_a_national_number_valid_in_two_regions_takes_the_region_it_is_formatted_for(masker):
+    masker.mask_text("06 12 34 56 78")
+    french = masker.drain()
+    masker.mask_text("+33 6 12 34 56 78")
+
+    assert masker.drain() == []  # already found: the same E.164 number
+    assert len(french) == 1
+
+
+def test_phone_regions_are_configurable(settings):
+    settings.HARNESS_PHONE_REGIONS = ("CN",)
+    masker = Masker(b"test-key")
+
+    assert masker.mask_text("call (718) 951-1807") == "call (718) 951-1807"
+    assert masker.mask_text("call +1 718 951 1807") == "call +17*****1807"
+
+
+def test_an_unknown_phone_region_is_refused(settings):
+    settings.HARNESS_PHONE_REGIONS = ("CN", "XX")
+
+    with pytest.raises(ImproperlyConfigured, match=r"HARNESS_PHONE_REGIONS: .*XX"):
+        Masker(b"test-key")
+
+
+def test_the_new_kinds_mask_idempotently(masker):
+    once = masker.mask_text(
+        "(718) 951-1807, 030 12345678, SSN 536-90-4399, NINO AB123456C, DNI 12345678Z, "
+        "Aadhaar 2341 2341 2346, CPF 390.533.447-05, GB82 WEST 1234 5698 7654 32"
+    )
+
+    assert masker.mask_text(once) == once
 
 
 def test_a_resident_id_becomes_a_fingerprint_only(masker):
@@ -84,9 +187,25 @@ def test_declared_fields_are_masked_by_kind_and_remembered_in_free_text(masker):
 
 
 def test_members_named_like_credentials_are_removed_and_numbers_are_checked(masker):
-    masked = masker.mask({"token": "opaque-value", "prompt_tokens": 12, "phone": 13812345678})
+    masked = masker.mask(
+        {
+            "token": "opaque-value",
+            "prompt_tokens": 12,
+            "phone": 13812345678,
+            "amount_cents": 7189511807,  # 10-digit integers are amounts, ids, epoch seconds
+            "card": 4111111111111111,
+            "order": 20261130142205,
+        }
+    )
 
-    assert masked == {"token": "[secret removed]", "prompt_tokens": 12, "phone": "138****5678"}
+    assert masked == {
+        "token": "[secret removed]",
+        "prompt_tokens": 12,
+        "phone": "138****5678",
+        "amount_cents": 7189511807,
+        "card": "****1111",
+        "order": 20261130142205,
+    }
 
 
 def test_each_identifier_is_fingerprinted_once_whatever_its_spelling(masker):

@@ -13,7 +13,7 @@ from django.db import connection
 
 from harness.models import Run
 from tests.traces import pii
-from tests.traces.conftest import start_pii_run
+from tests.traces.conftest import PII_INPUT, start_pii_run
 from tools.demo.models import Notification
 from traces.models import AuditRecord, Span
 from traces.queries import find_runs_by_identifier
@@ -155,6 +155,13 @@ def test_the_tenants_client_gets_the_clear_answer_while_the_stored_answer_is_mas
         "de89370400440532013000",
         "zhang  wei",
         "张伟",
+        "+1 718-951-1807",  # stored from "(718) 951-1807": one E.164 fingerprint
+        "7189511807",
+        "+81 90 1234 5678",
+        "536 90 4399",
+        "ab123456c",
+        "gb82west12345698765432",
+        "39053344705",
     ],
 )
 def test_an_auditor_finds_the_run_by_any_identifier_it_touched(acme, pii_agent, typed):
@@ -183,3 +190,55 @@ def test_fingerprints_are_keyed_so_another_key_finds_nothing(acme, pii_agent, se
     settings.HARNESS_FINGERPRINT_KEY = "another-key"
 
     assert find_runs_by_identifier("acme", pii.EMAIL) == []
+
+
+def test_new_kinds_are_stored_masked_and_look_alikes_stay_readable(pii_run):
+    run = Run.objects.get(request_id=pii_run["request_id"])
+
+    assert "718***1807" in run.input
+    assert "503***4660" in run.input
+    assert "[national_id:" in run.input
+    for value in pii.LOOKALIKES:
+        assert value in run.input
+    assert "GB****5432" in run.answer
+    assert pii.LOOKALIKES[0] in run.answer
+
+
+def test_a_tenants_custom_pattern_masks_its_identifier_everywhere(acme, pii_agent, admin_user):
+    from traces.masking.patterns import save_pattern
+    from traces.models import MaskingPatternChange
+
+    save_pattern("acme", "customer_number", r"CUST-\d{6}", "see CUST-000001", admin_user.username)
+    response = acme.post(
+        "/api/v1/runs",
+        {
+            "agent": pii_agent["name"],
+            "user": "alice",
+            "input": f"Customer {pii.CUSTOMER_NUMBER} again. {PII_INPUT}",
+        },
+    )
+    assert response.status_code == 200
+
+    texts = stored_text_by_table()
+    assert [t for t, text in texts.items() if pii.CUSTOMER_NUMBER in text] == []
+    run = Run.objects.get(request_id=response.json()["request_id"])
+    assert run.input.startswith("Customer [customer_number:")
+    assert find_runs_by_identifier("acme", pii.CUSTOMER_NUMBER) == [run.request_id]
+    assert MaskingPatternChange.objects.filter(tenant="acme", kind="customer_number").count() == 1
+
+
+def test_another_tenants_custom_pattern_does_not_apply(acme, pii_agent, admin_user):
+    from traces.masking.patterns import save_pattern
+
+    save_pattern("globex", "customer_number", r"CUST-\d{6}", "CUST-000001", admin_user.username)
+    response = acme.post(
+        "/api/v1/runs",
+        {
+            "agent": pii_agent["name"],
+            "user": "alice",
+            "input": f"{pii.CUSTOMER_NUMBER} {PII_INPUT}",
+        },
+    )
+
+    run = Run.objects.get(request_id=response.json()["request_id"])
+    assert run.input.startswith(pii.CUSTOMER_NUMBER)

@@ -1,25 +1,19 @@
-"""Detectors of personal data and secrets in free text.
+"""Detectors of secrets in free text, and the interface every detector has.
 
-Each detector is a regular expression for the shape of a value plus, where the value carries
-one, a checksum: a Chinese resident ID's check digit (ISO 7064 MOD 11-2), a card number's Luhn
-digit, an IBAN's mod-97. The checksums are what keep order numbers, ticket ids and invoice
-numbers (``ORD-55213``, ``T-20250318-007``, ``INV-2025-0318``) readable: a long digit run that
-fails its checksum is left alone. Numbers are only matched between non-alphanumeric characters,
-so the digits inside a hex id or a word never match.
+Secrets (private keys, JWTs, bearer tokens, API keys, ``password=…``) are found by regular
+expressions, each run only when one of its ``needles`` occurs in the text (one Hyperscan pass
+over all needles when the ``hyperscan`` wheel is installed, substring tests otherwise).
+Personal data written with digits is found by ``numbers``, e-mail by ``emails``.
 
-The order matters: secrets first (a JWT may contain digit runs), then e-mail (a local part may
-be a phone number), IBAN, national ID (18 digits that could also pass Luhn), card, phone.
-
-Speed: Python's regular expressions scan character classes slowly, so no detector scans all
-text. Text detectors run only when a cheap substring test (``needles``) says they could match;
-the numeric ones run only inside the short windows ``NUMBER_CANDIDATE`` finds (runs of 8+
-digits), IBAN only where ``IBAN_GATE`` finds two capitals and two digits.
+A detector added by configuration (``HARNESS_MASKING_DETECTORS``) or a tenant's custom pattern
+is anything with ``kind`` and ``find(text)`` (see ``plugins``); ``Detector`` below has that
+interface too.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 # ASCII alphanumeric boundaries: Chinese text around a number still counts as a boundary.
@@ -39,45 +33,12 @@ class Detector:
     needles: tuple[str, ...] = ()
     lower: bool = False
 
-
-def luhn_ok(text: str) -> bool:
-    digits = [int(c) for c in text if c.isdigit()]
-    if not 13 <= len(digits) <= 19:
-        return False
-    total = 0
-    for position, digit in enumerate(reversed(digits)):
-        if position % 2 == 1:
-            digit *= 2
-            if digit > 9:
-                digit -= 9
-        total += digit
-    return total % 10 == 0
-
-
-_ID_WEIGHTS = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
-_ID_CHECK = "10X98765432"
-
-
-def resident_id_ok(text: str) -> bool:
-    """A mainland China resident ID (GB 11643): 17 digits and an ISO 7064 MOD 11-2 check."""
-    value = text.upper()
-    if len(value) != 18 or not value[:17].isdigit():
-        return False
-    total = sum(int(d) * w for d, w in zip(value[:17], _ID_WEIGHTS, strict=True))
-    return _ID_CHECK[total % 11] == value[17]
-
-
-def iban_ok(text: str) -> bool:
-    value = text.replace(" ", "").upper()
-    if not 15 <= len(value) <= 34:
-        return False
-    rearranged = value[4:] + value[:4]
-    number = "".join(str(int(c, 36)) for c in rearranged)
-    return int(number) % 97 == 1
-
-
-def _phone_digits_ok(text: str) -> bool:
-    return 8 <= sum(c.isdigit() for c in text) <= 15
+    def find(self, text: str) -> Iterator[tuple[int, int]]:
+        """Spans of the values in ``text`` (checked by ``validate``)."""
+        group, validate = self.group, self.validate
+        for match in self.pattern.finditer(text):
+            if validate is None or validate(match.group(group)):
+                yield match.span(group)
 
 
 _API_KEY_SHAPES = "|".join(
@@ -152,55 +113,6 @@ TEXT_DETECTORS: tuple[Detector, ...] = (
         group=1,
         needles=("pass", "pwd", "secret", "api", "token", "private"),
         lower=True,
-    ),
-    Detector(
-        "email",
-        re.compile(r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+"),
-        validate=lambda v: v.rsplit(".", 1)[-1].isalpha(),
-        needles=("@",),
-    ),
-)
-
-IBAN_GATE = re.compile(r"[A-Z]{2}[0-9]{2}")
-IBAN = Detector(
-    "iban",
-    re.compile(_B + r"[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?" + _E),
-    validate=iban_ok,
-)
-
-# Where a national ID, card or phone number could be: 8 or more digits, single spaces or
-# dashes between them, maybe a leading "+" and a trailing X. Dates ("2026-11-30") are
-# candidates too; the detectors below then find nothing in them.
-NUMBER_CANDIDATE = re.compile(r"\+?[0-9](?:[ -]?[0-9]){7,}[Xx]?")
-NUMBER_DETECTORS: tuple[Detector, ...] = (
-    Detector(
-        "national_id",
-        re.compile(
-            _B
-            + r"[1-9]\d{5}(?:18|19|20)\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])\d{3}[\dXx]"
-            + _E
-        ),
-        validate=resident_id_ok,
-    ),
-    Detector(
-        "card",
-        re.compile(
-            _B
-            + r"(?:\d{13,19}|\d{4}(?:[ -]\d{4}){2,3}(?:[ -]\d{1,3})?|\d{4}[ -]\d{6}[ -]\d{5})"
-            + _E
-        ),
-        validate=luhn_ok,
-    ),
-    # Chinese mobile numbers, with or without +86 / 0086 and with spaces or dashes 3-4-4.
-    Detector(
-        "phone",
-        re.compile(r"(?<![A-Za-z0-9+])(?:(?:\+|00)86[ -]?)?1[3-9]\d(?:[ -]?\d{4}){2}" + _E),
-    ),
-    # E.164 numbers written with their "+", digits optionally grouped by spaces or dashes.
-    Detector(
-        "phone",
-        re.compile(r"(?<![A-Za-z0-9+])\+[1-9](?:[ -]?\d){7,14}" + _E),
-        validate=_phone_digits_ok,
     ),
 )
 

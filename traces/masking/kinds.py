@@ -18,27 +18,30 @@ people and are not fingerprinted: nobody needs to find runs by them, and even a 
 of a secret is something to guess against.
 
 A fingerprint is ``HMAC-SHA256(key, "<kind>:<normalised value>")``: the same phone number
-written ``13812345678``, ``138 1234 5678`` or ``+86 138-1234-5678`` has one fingerprint, and
-without the key nobody can test a guess against the stored digests.
+written ``13812345678``, ``138 1234 5678`` or ``+86 138-1234-5678`` has one fingerprint (a
+phone is normalised to E.164), and without the key nobody can test a guess against the
+stored digests.
 """
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import re
 
 from traces.masking.detectors import SECRET_KINDS
 
 FINGERPRINTED_KINDS = ("phone", "email", "national_id", "card", "iban", "name", "address")
+_FINGERPRINTED = frozenset(FINGERPRINTED_KINDS)
 DECLARABLE_KINDS = ("phone", "email", "national_id", "card", "secret", "name", "address")
 
 _CN_MOBILE = re.compile(r"1[3-9]\d{9}")
 _SPACES = re.compile(r"\s+")
+_NOT_DIGIT = re.compile(r"\D")
+_ID_SEPARATORS = str.maketrans("", "", " -./")
 
 
 def fingerprint(key: bytes, kind: str, normalized: str) -> str:
-    return hmac.new(key, f"{kind}:{normalized}".encode(), hashlib.sha256).hexdigest()
+    return hmac.digest(key, f"{kind}:{normalized}".encode(), "sha256").hex()
 
 
 def normalize(kind: str, value: str) -> str | None:
@@ -51,19 +54,42 @@ def normalize(kind: str, value: str) -> str | None:
     if kind == "email":
         return value.lower() if "@" in value else None
     if kind in ("national_id", "iban"):
-        compact = value.replace(" ", "").replace("-", "").upper()
+        compact = value.translate(_ID_SEPARATORS).upper()
         return compact if len(compact) >= 6 else None
     if kind == "card":
-        digits = re.sub(r"\D", "", value)
+        digits = _NOT_DIGIT.sub("", value)
         return digits if 12 <= len(digits) <= 19 else None
     if kind in ("name", "address"):
         return _SPACES.sub(" ", value).casefold()
     return None
 
 
+def search_forms(kind: str, value: str) -> list[str]:
+    """Every normalised form a typed ``value`` may have been stored under: for a phone number
+    written nationally, its E.164 form in each default region it is valid in (the stored one
+    depends on how it was written and on the order of ``HARNESS_PHONE_REGIONS``)."""
+    forms = []
+    normalized = normalize(kind, value)
+    if normalized:
+        forms.append(normalized)
+    if kind == "phone" and not value.strip().startswith(("+", "00")):
+        from traces.masking.masker import phone_validator
+
+        digits = _NOT_DIGIT.sub("", value)
+        forms += [f for f in phone_validator().national_candidates(digits) if f not in forms]
+    return forms
+
+
 def _normalize_phone(value: str) -> str | None:
+    """E.164 when the number is valid (written nationally in a default region or with its
+    country code), so that ``(718) 951-1807`` and ``+1 718-951-1807`` are one identifier."""
+    from traces.masking.masker import phone_validator
+
+    e164 = phone_validator().e164(value)
+    if e164:
+        return e164
     international = value.startswith(("+", "00"))
-    digits = re.sub(r"\D", "", value)
+    digits = _NOT_DIGIT.sub("", value)
     if value.startswith("00"):
         digits = digits[2:]
     if len(digits) < 7:
@@ -83,7 +109,7 @@ def mask(kind: str, value: str, digest: str) -> str:
         local, _, domain = value.rpartition("@")
         return f"{local[:1]}***@{domain}" if local else "***"
     if kind == "card":
-        digits = re.sub(r"\D", "", value)
+        digits = _NOT_DIGIT.sub("", value)
         return f"****{digits[-4:]}" if len(digits) > 4 else "****"
     if kind == "iban":
         compact = value.replace(" ", "")
@@ -95,7 +121,7 @@ def mask(kind: str, value: str, digest: str) -> str:
 
 
 def _mask_phone(value: str) -> str:
-    digits = re.sub(r"\D", "", value)
+    digits = _NOT_DIGIT.sub("", value)
     if value.startswith("00"):
         digits = digits[2:]
     international = value.startswith(("+", "00"))

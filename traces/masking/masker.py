@@ -14,20 +14,20 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
-from traces.masking.detectors import (
-    IBAN,
-    IBAN_GATE,
-    NUMBER_CANDIDATE,
-    NUMBER_DETECTORS,
-    SECRET_KINDS,
-    TEXT_DETECTORS,
-)
+from traces.masking.detectors import SECRET_KINDS, TEXT_DETECTORS
+from traces.masking.emails import find_emails
+from traces.masking.gate import NeedleGate
 from traces.masking.kinds import FINGERPRINTED_KINDS, fingerprint, mask, normalize
+from traces.masking.numbers import NumberFinder, Span
+from traces.masking.phones import DEFAULT_REGIONS, PhoneValidator
+from traces.masking.plugins import configured_detectors, registered_kind, tenant_detectors
 from traces.masking.pointers import locate
 
+_FINGERPRINTED = frozenset(FINGERPRINTED_KINDS)
 # Object members whose value is a credential, whatever it looks like.
 _SECRET_MEMBER = re.compile(
     r"(?i)^(?:password|passwd|pwd|secret|client_?secret|api_?key|apikey|access_?token|"
@@ -39,14 +39,49 @@ MIN_KNOWN_LENGTH = 2
 MEMO_MIN_LENGTH = 200
 
 
+_GATE: NeedleGate | None = None
+
+
+def _gate() -> NeedleGate:
+    global _GATE
+    if _GATE is None:
+        _GATE = NeedleGate(TEXT_DETECTORS)
+    return _GATE
+
+
+@lru_cache(maxsize=16)
+def _number_finder(regions: tuple[str, ...]) -> NumberFinder:
+    return NumberFinder(PhoneValidator(regions))
+
+
 class Masker:
-    def __init__(self, key: bytes) -> None:
+    """Masks what one run stores.
+
+    ``regions``: where phone numbers written nationally are looked up (default: the setting
+    ``HARNESS_PHONE_REGIONS``). ``detectors``: extra detectors (``plugins``; default: those
+    ``HARNESS_MASKING_DETECTORS`` names). ``tenant``: adds that tenant's custom patterns. Extra
+    detectors are found before e-mail and numbers, so that a tenant's customer number is not
+    taken for a phone number.
+    """
+
+    def __init__(
+        self,
+        key: bytes,
+        *,
+        regions: tuple[str, ...] | None = None,
+        detectors: Sequence[Any] | None = None,
+        tenant: str | None = None,
+    ) -> None:
         self._key = key
         self._known: dict[str, str] = {}
         self._known_pattern: re.Pattern[str] | None = None
         self._memo: dict[str, str] = {}
         self._found: dict[tuple[str, str], None] = {}
         self._drained = 0
+        self._numbers = _number_finder(tuple(regions) if regions else phone_regions())
+        if detectors is None:
+            detectors = (*configured_detectors(_setting("HARNESS_MASKING_DETECTORS", ())),)
+        self._extra = (*tenant_detectors(tenant), *detectors)
 
     # --- public -------------------------------------------------------------------------
 
@@ -69,35 +104,36 @@ class Masker:
             return masked
         return self._mask_text(text)
 
+    def find(self, text: str) -> list[Span]:
+        """Every value the detectors find in ``text``: ``(start, end, kind, normalised or
+        None)``, in order, without overlaps (secrets first, then extra detectors, e-mail,
+        numbers)."""
+        spans: list[Span] = []
+        for detector in _gate().candidates(text):
+            spans.extend((s, e, detector.kind, None) for s, e in detector.find(text))
+        for detector in self._extra:
+            kind = detector.kind
+            spans.extend((s, e, kind, None) for s, e in detector.find(text))
+        if "@" in text:
+            spans.extend((s, e, "email", None) for s, e in find_emails(text))
+        if not spans:
+            return self._numbers.find(text)
+        spans.extend(self._numbers.find(text))
+        return _without_overlaps(spans)
+
     def _mask_text(self, text: str) -> str:
         if self._known_pattern is not None and any(v in text for v in self._known):
             text = self._known_pattern.sub(lambda m: self._known[m.group(0)], text)
-        lowered = None
-        for detector in TEXT_DETECTORS:
-            haystack = text
-            if detector.lower:
-                lowered = lowered if lowered is not None else text.lower()
-                haystack = lowered
-            if any(needle in haystack for needle in detector.needles):
-                text = detector.pattern.sub(lambda m, d=detector: self._replace(d, m), text)
-                lowered = None
-        if IBAN_GATE.search(text):
-            text = IBAN.pattern.sub(lambda m: self._replace(IBAN, m), text)
-        return NUMBER_CANDIDATE.sub(self._mask_number_window, text)
-
-    def _mask_number_window(self, candidate: re.Match[str]) -> str:
-        """Run the number detectors on a candidate, with one character of context either side
-        so that their boundary checks see what really surrounds it."""
-        number = candidate.group(0)
-        digits = len(number) - number.count(" ") - number.count("-")
-        if digits < 11 and number[0] != "+":
-            return number  # too short for anything but an E.164 number, which has its "+"
-        text, start, end = candidate.string, candidate.start(), candidate.end()
-        left, right = text[start - 1 : start], text[end : end + 1]
-        window = left + number + right
-        for detector in NUMBER_DETECTORS:
-            window = detector.pattern.sub(lambda m, d=detector: self._replace(d, m), window)
-        return window[len(left) : len(window) - len(right)]
+        spans = self.find(text)
+        if not spans:
+            return text
+        parts, position = [], 0
+        for start, end, kind, normalized in spans:
+            parts.append(text[position:start])
+            parts.append(self._mask_one(kind, text[start:end], normalized))
+            position = end
+        parts.append(text[position:])
+        return "".join(parts)
 
     def drain(self) -> list[tuple[str, str]]:
         """Fingerprints ``(kind, digest)`` found since the last call, in order of discovery."""
@@ -107,25 +143,23 @@ class Masker:
 
     # --- internals ----------------------------------------------------------------------
 
-    def _replace(self, detector: Any, match: re.Match[str]) -> str:
-        value = match.group(detector.group)
-        if detector.validate is not None and not detector.validate(value):
-            return match.group(0)
-        masked = self._mask_one(detector.kind, value)
-        if detector.group == 0:
-            return masked
-        start, end = match.span(detector.group)
-        whole_start = match.start(0)
-        whole = match.group(0)
-        return whole[: start - whole_start] + masked + whole[end - whole_start :]
-
-    def _mask_one(self, kind: str, value: str) -> str:
+    def _mask_one(self, kind: str, value: str, normalized: str | None = None) -> str:
         digest = ""
-        if kind in FINGERPRINTED_KINDS:
-            normalized = normalize(kind, value) or value.strip()
+        if kind in _FINGERPRINTED:
+            normalized = normalized or normalize(kind, value) or value.strip()
             digest = fingerprint(self._key, kind, normalized)
             self._found.setdefault((kind, digest), None)
+        elif kind not in SECRET_KINDS:
+            plugin = registered_kind(kind)
+            if plugin is not None:
+                return plugin.mask_value(self, value)
         return mask(kind, value, digest)
+
+    def fingerprint(self, kind: str, normalized: str) -> str:
+        """Record and return the fingerprint of a value of ``kind`` (for extra detectors)."""
+        digest = fingerprint(self._key, kind, normalized)
+        self._found.setdefault((kind, digest), None)
+        return digest
 
     def _mask_declared(self, value: Any, sensitive: Mapping[str, str]) -> Any:
         for pointer, kind in sensitive.items():
@@ -194,6 +228,39 @@ class Masker:
         if isinstance(value, dict | list):
             return self._walk(value)
         return value
+
+
+def _without_overlaps(spans: list[Span]) -> list[Span]:
+    """The spans in text order, without overlaps: of two that overlap, the one listed first
+    (``spans`` is in priority order: secrets, extra detectors, e-mail, numbers) is kept."""
+    ordered = sorted((span[0], priority, span) for priority, span in enumerate(spans))
+    kept: list[Span] = []
+    priorities: list[int] = []
+    for start, priority, span in ordered:
+        if kept and start < kept[-1][1]:
+            if priority < priorities[-1] and (len(kept) < 2 or kept[-2][1] <= start):
+                kept[-1], priorities[-1] = span, priority
+            continue
+        kept.append(span)
+        priorities.append(priority)
+    return kept
+
+
+def phone_regions() -> tuple[str, ...]:
+    """``HARNESS_PHONE_REGIONS`` (read when a masker is made, not at import)."""
+    from django.conf import settings
+
+    return tuple(getattr(settings, "HARNESS_PHONE_REGIONS", None) or DEFAULT_REGIONS)
+
+
+def phone_validator() -> PhoneValidator:
+    return _number_finder(phone_regions()).phones
+
+
+def _setting(name: str, default: Any) -> Any:
+    from django.conf import settings
+
+    return getattr(settings, name, default) if settings.configured else default
 
 
 def _json_copy(value: Any) -> Any:

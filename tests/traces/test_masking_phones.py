@@ -1,0 +1,68 @@
+"""Phone numbers: the compiled metadata agrees with the ``phonenumbers`` library, and the
+seeded corpus is masked with full recall and no look-alike touched."""
+
+import random
+
+import phonenumbers
+import pytest
+
+from bench.masking_corpus import KINDS, generate
+from traces.masking import Masker
+from traces.masking.phones import DEFAULT_REGIONS, PhoneValidator, library_e164
+
+
+@pytest.mark.parametrize("region", DEFAULT_REGIONS)
+def test_international_validity_is_the_librarys(region):
+    rng = random.Random(region)  # noqa: S311 - reproducible test data
+    validator = PhoneValidator()
+    code = phonenumbers.country_code_for_region(region)
+    for _ in range(1500):
+        length = rng.randint(7, 11)
+        nsn = str(rng.randint(10 ** (length - 1), 10**length - 1))
+        number = phonenumbers.PhoneNumber(country_code=code, national_number=int(nsn))
+        expected = phonenumbers.is_valid_number(number)
+
+        assert (validator.international(f"{code}{nsn}") is not None) == expected, nsn
+
+
+@pytest.mark.parametrize(
+    ("written", "region"),
+    [
+        ("(718) 951-1807", "US"),
+        ("503-204-4660", "US"),
+        ("646.770.1943", "US"),
+        ("(506) 234-5678", "CA"),
+        ("138 1234 5678", "CN"),
+        ("010 1234 5678", "CN"),
+        ("07400 123456", "GB"),
+        ("030 123456", "DE"),
+        ("01512 3456789", "DE"),
+        ("06 12 34 56 78", "FR"),
+        ("612 34 56 78", "ES"),
+        ("312 345 6789", "IT"),
+        ("02 1234 5678", "IT"),
+        ("090-1234-5678", "JP"),
+        ("03-1234-5678", "JP"),
+        ("81234 56789", "IN"),
+    ],
+)
+def test_a_national_number_gets_the_librarys_e164(written, region):
+    assert PhoneValidator().e164(written) == library_e164(written, region)
+
+
+def test_the_seeded_corpus_is_masked_with_full_recall_and_no_look_alike_touched():
+    documents = generate(0.4, seed=2026)
+    masker = Masker(b"test-key")
+    missed, touched, counts = [], [], dict.fromkeys(KINDS, 0)
+
+    for document in documents:
+        masked = masker.mask_text(document.text)
+        for kind, value in document.planted:
+            counts[kind] += 1
+            if value in masked:
+                missed.append((kind, value))
+        touched += [value for value in document.lookalikes if value not in masked]
+
+    assert all(counts.values()), counts  # every kind was planted
+    assert missed == []
+    assert touched == []

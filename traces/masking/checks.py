@@ -1,0 +1,139 @@
+"""Checksums and number rules, from ``python-stdnum`` where it has them.
+
+Each check takes the value as written (separators included) and says whether it is a valid
+number of its kind. ``python-stdnum`` has no module for the UK National Insurance number, so
+its published allocation rules are written out here.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from stdnum import iban as _iban
+from stdnum import luhn as _luhn
+from stdnum.br import cpf as _cpf
+from stdnum.cn import ric as _ric
+from stdnum.es import dni as _dni
+from stdnum.es import nie as _nie
+from stdnum.in_ import aadhaar as _aadhaar
+from stdnum.iso7064 import mod_97_10 as _mod_97_10
+from stdnum.us import ssn as _ssn
+from stdnum.util import get_cc_module
+
+_NOT_DIGIT = re.compile(r"\D")
+
+# Issuer prefixes and lengths of the card schemes people pay with: a Luhn-valid 13-digit
+# timestamp or EAN is no card.
+_CARD = re.compile(
+    r"4(?:\d{12}|\d{15}|\d{18})"  # Visa
+    r"|(?:5[1-5]\d\d|2(?:22[1-9]|2[3-9]\d|[3-6]\d\d|7[01]\d|720))\d{12}"  # Mastercard
+    r"|3[47]\d{13}"  # American Express
+    r"|(?:6011|65\d\d|64[4-9]\d)\d{12,15}"  # Discover
+    r"|62\d{14,17}"  # UnionPay
+    r"|35(?:2[89]|[3-8]\d)\d{12,15}"  # JCB
+    r"|3(?:0[0-5]|[689]\d)\d{11}"  # Diners Club
+)
+
+
+def card_ok(value: str) -> bool:
+    digits = _NOT_DIGIT.sub("", value)
+    return _CARD.fullmatch(digits) is not None and _luhn.is_valid(digits)
+
+
+def _iban_structures() -> dict[str, re.Pattern[str]]:
+    """The registry's BBAN structure per country (``stdnum``'s iban.dat), as expressions."""
+    classes = {"n": "[0-9]", "a": "[A-Z]", "c": "[A-Za-z0-9]"}
+    structures = {}
+    for line in Path(_iban.__file__).with_name("iban.dat").read_text().splitlines():
+        bban = re.search(r'bban="([^"]+)"', line)
+        if line[:2].isalpha() and bban:
+            parts = re.findall(r"(\d+)!([nac])", bban.group(1))
+            structures[line[:2]] = re.compile("".join(f"{classes[c]}{{{n}}}" for n, c in parts))
+    return structures
+
+
+_IBAN_STRUCTURES = _iban_structures()
+IBAN_COUNTRIES = frozenset(_IBAN_STRUCTURES)
+
+
+@lru_cache(maxsize=128)
+def _iban_country_module(country: str) -> Any:
+    return get_cc_module(country.lower(), "iban")
+
+
+def iban_ok(value: str) -> bool:
+    """What ``stdnum.iban.is_valid`` checks (mod-97, the country's length and format from the
+    IBAN registry, the country's own check where stdnum has one), in the cheapest order:
+    tracking numbers (``YT…``, ``JD…``) are rejected by their country code at once, and the
+    library's per-call registry lookup is replaced by a table built from the same file."""
+    compact = value.replace(" ", "")
+    structure = _IBAN_STRUCTURES.get(compact[:2])
+    if structure is None or structure.fullmatch(compact, 4) is None:
+        return False
+    if not _mod_97_10.is_valid(compact[4:] + compact[:4]):
+        return False
+    module = _iban_country_module(compact[:2])
+    return module is None or module.is_valid(compact)
+
+
+def cn_resident_id_ok(value: str) -> bool:
+    """GB 11643 as ``stdnum.cn.ric`` checks it (check digit, birth date, birth place), with
+    the birth-place lookup cached by area and year (the library reads its table each call)."""
+    compact = value.replace(" ", "").upper()
+    if len(compact) != 18 or not compact[:17].isdigit():
+        return False
+    if _ric.calc_check_digit(compact) != compact[17]:
+        return False
+    try:
+        year = _ric.get_birth_date(compact).year
+    except ValueError:
+        return False
+    return _birth_place_ok(compact[:6], year)
+
+
+@lru_cache(maxsize=8192)
+def _birth_place_ok(area: str, year: int) -> bool:
+    number = f"{area}{year:04d}0101001"
+    number += _ric.calc_check_digit(number + "0")
+    try:
+        _ric.get_birth_place(number)
+    except ValueError:
+        return False
+    return True
+
+
+def us_ssn_ok(value: str) -> bool:
+    """Not area 000, 666 or 900-999, group 00 or serial 0000, nor a known advertised SSN."""
+    return _ssn.is_valid(_NOT_DIGIT.sub("", value))
+
+
+def es_dni_ok(value: str) -> bool:
+    return _dni.is_valid(value)
+
+
+def es_nie_ok(value: str) -> bool:
+    return _nie.is_valid(value)
+
+
+def in_aadhaar_ok(value: str) -> bool:
+    """12 digits, not starting with 0 or 1, not a palindrome, Verhoeff check digit."""
+    return _aadhaar.is_valid(value)
+
+
+def br_cpf_ok(value: str) -> bool:
+    return _cpf.is_valid(value)
+
+
+_NINO = re.compile(r"([A-CEGHJ-PR-TW-Z])([A-CEGHJ-NPR-TW-Z])(\d{6})([A-D])")
+_NINO_NEVER = frozenset({"BG", "GB", "KN", "NK", "NT", "TN", "ZZ"})
+
+
+def uk_nino_ok(value: str) -> bool:
+    """HMRC's rules: no D, F, I, Q, U or V in the prefix, no O second, seven prefixes never
+    issued, suffix A-D."""
+    compact = value.replace(" ", "").upper()
+    match = _NINO.fullmatch(compact)
+    return match is not None and compact[:2] not in _NINO_NEVER

@@ -1,0 +1,76 @@
+"""Which secret detectors could match a text: one pass over every needle.
+
+With the ``hyperscan`` wheel (Linux x86-64) all needles are searched in one pass over the
+UTF-8 bytes; without it, by substring tests. Short texts always use substring tests: for them
+the encoding costs more than it saves.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+from traces.masking.detectors import Detector
+
+# Below this length substring tests are faster than a Hyperscan call.
+HYPERSCAN_MIN_LENGTH = 160
+
+try:  # pragma: no cover - depends on the platform's wheel
+    import hyperscan
+except ImportError:  # pragma: no cover
+    hyperscan = None
+
+
+class NeedleGate:
+    def __init__(self, detectors: Sequence[Detector]) -> None:
+        self.detectors = tuple(detectors)
+        self._database = None
+        self._local = threading.local()  # a Hyperscan scratch space is per thread
+        if hyperscan is not None:
+            self._database, self._scratch = self._compile()
+
+    @property
+    def engine(self) -> str:
+        return "hyperscan" if self._database is not None else "python"
+
+    def _compile(self):  # type: ignore[no-untyped-def]
+        expressions, ids, flags = [], [], []
+        for index, detector in enumerate(self.detectors):
+            for needle in detector.needles:
+                expressions.append(_literal(needle))
+                ids.append(index)
+                flags.append(
+                    hyperscan.HS_FLAG_SINGLEMATCH
+                    | (hyperscan.HS_FLAG_CASELESS if detector.lower else 0)
+                )
+        database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+        database.compile(expressions=expressions, ids=ids, elements=len(ids), flags=flags)
+        return database, hyperscan.Scratch(database)
+
+    def candidates(self, text: str) -> list[Detector]:
+        """The detectors whose needles occur in ``text``, in their order."""
+        if self._database is not None and len(text) >= HYPERSCAN_MIN_LENGTH:
+            hits: set[int] = set()
+
+            def on_match(index: int, start: int, end: int, flags: int, context: object) -> None:
+                hits.add(index)
+
+            scratch = getattr(self._local, "scratch", None)
+            if scratch is None:
+                scratch = self._local.scratch = self._scratch.clone()
+            self._database.scan(text.encode(), match_event_handler=on_match, scratch=scratch)
+            return [self.detectors[i] for i in sorted(hits)]
+        found = []
+        lowered = None
+        for detector in self.detectors:
+            haystack = text
+            if detector.lower:
+                lowered = lowered if lowered is not None else text.lower()
+                haystack = lowered
+            if any(needle in haystack for needle in detector.needles):
+                found.append(detector)
+        return found
+
+
+def _literal(needle: str) -> bytes:
+    return "".join(f"\\x{byte:02x}" for byte in needle.encode()).encode()

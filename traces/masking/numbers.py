@@ -1,0 +1,286 @@
+"""Identifiers written with digits, found in one pass over the text.
+
+One regular expression finds every *run*: digits with single spaces, dashes, dots, slashes
+or parentheses between them. Python scans for it fast (it starts with a digit class), and
+most text has few runs. Each run is then classified in plain Python by what it looks like
+(how many digits, how they are grouped, the characters just around it) and only the kinds
+it can be are checked: a resident ID's check digit, a card's issuer and Luhn digit, an SSN's
+ranges, an Aadhaar's Verhoeff digit, a CPF's two check digits, a NINO's prefix, an IBAN's
+country format and mod-97, a phone number's validity in its region (``phones``).
+
+What keeps look-alikes readable: dates at the start of a run are skipped (``2026-11-30 14``
+is no Washington number), dotted quads are IP addresses, a single dot is a decimal, digits
+glued to letters are part of a word (a SKU, a tracking number, a hex id) unless the letters
+are the start of an IBAN, NINO or NIE, and a digits-only number right after a label such as
+``order``, ``invoice``, ``tracking``, ``ref``, ``#`` or ``订单号`` is that label's number,
+and one after ``created_at``, ``timestamp``, ``date``… is a time.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from traces.masking import checks
+from traces.masking.phones import PhoneValidator
+
+Span = tuple[int, int, str, str | None]  # (start, end, kind, normalised form if known)
+
+# A digit not glued to a lower-case word and not the decimals of an amount (or the seconds of a
+# clock time), then digits and separators. The look-behinds come after the
+# first digit so that the engine's fast scan for a digit still applies.
+RUN = re.compile(r"\d(?<![a-z_\d]\d)(?<!\d[.:]\d)[\d ().\-/]{4,}\d")
+# Two separators in a row, other than a parenthesis and a space ("(718) 951", "+1 (718)").
+_BREAK = re.compile(r"[ \-./]{2,}|[\-./]\(|\)[.(/]|\([ \-./]")
+_PART = re.compile(r"\d(?:\d|[ \-./](?=\d)|\) ?(?=\d)|[ \-./]?\((?=\d))*")
+_SEPARATORS = str.maketrans("", "", " -./()")
+_DATE_AT_START = re.compile(
+    r"(?:19|20)\d\d([-/.])(?:0?[1-9]|1[0-2])\1(?:0?[1-9]|[12]\d|3[01])(?!\d)"
+    r"|(?:0?[1-9]|[12]\d|3[01])([-/.])(?:0?[1-9]|1[0-2])\2(?:19|20)\d\d(?!\d)"
+)
+_IP = re.compile(r"\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}")
+_DECIMAL = re.compile(r"\d+\.\d{1,2}")
+_SSN = re.compile(r"\d{3}([- ])\d\d\1\d{4}")
+_AADHAAR = re.compile(r"\d{12}|\d{4}([ -])\d{4}\1\d{4}")
+_CPF = re.compile(r"\d{3}\.\d{3}\.\d{3}-\d\d|\d{11}")
+_CARD_SHAPE = re.compile(
+    r"\d{13,19}|\d{4}([ -])\d{4}\1\d{4}\1\d{4}(?:\1\d{1,3})?|\d{4} \d{6} \d{4,5}"
+)
+_RESIDENT = re.compile(r"\d{17}[\dXx]|\d{6} \d{8} \d{3}[\dXx]")
+_IBAN = re.compile(r"[A-Z]{2}\d\d(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?(?![A-Za-z0-9])")
+_IBAN_COUNTRIES = frozenset(checks.IBAN_COUNTRIES)
+_NINO_BEFORE = re.compile(r"(?<![A-Za-z0-9])[A-Z]{2} ?$")
+_NINO_AFTER = re.compile(r" ?[A-D](?![A-Za-z0-9])")
+_LABEL = re.compile(
+    r"(?:order|invoice|ticket|tracking|shipment|parcel|sku|ean|upc|isbn|pn|part|ref|reference|"
+    r"订单|单号|编号|工单)(?:[ _-]?(?:id|no|nr|number|num))?[\"'\s:=#.]*$"
+    r"|(?:created|updated|modified|deleted|sent|paid)(?:[ _-]?(?:at|on))?[\"'\s:=]*$"
+    r"|(?:timestamp|epoch|ts|time|date)[\"'\s:=]*$"
+    r"|#$"
+)
+_THOUSANDS = re.compile(r"\d{3}(?:\.\d|,\d{3}|[^\d]|$)")
+_URL_OR_TIME = frozenset(":/=?&")
+_WORD = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
+
+
+def _ascii_word(char: str) -> bool:
+    return char in _WORD
+
+
+class NumberFinder:
+    """Finds phones, cards, IBANs and national IDs in a text (see the module doc)."""
+
+    def __init__(self, phones: PhoneValidator) -> None:
+        self.phones = phones
+
+    def find(self, text: str) -> list[Span]:
+        spans: list[Span] = []
+        last_end = 0
+        countries, word = _IBAN_COUNTRIES, _WORD
+        for match in RUN.finditer(text):
+            start, end = match.span()
+            if start < last_end:
+                continue  # inside a value already found
+            if start > 1:
+                # The commonest look-alikes, turned away before any call: digits glued to
+                # capitals that cannot start an IBAN, NIE or NINO ("JD4778…", "SKU5789…"),
+                # and the numbers of labels such as "ORD-2025-…" or "T-20251014-…".
+                before = text[start - 1]
+                if "A" <= before <= "Z":
+                    if (
+                        text[start - 2 : start] not in countries
+                        and before not in "XYZ"
+                        and end - start != 6
+                        and text[start - 8 : start - 6] not in countries
+                    ):
+                        continue
+                elif before == "-" and text[start - 2] in word:
+                    continue
+            run = match.group(0)
+            if _BREAK.search(run) is None:
+                span = self._classify(text, start, end)
+                if span is not None:
+                    spans.append(span)
+                    last_end = span[1]
+                continue
+            # "718.951.1807 / 503-204-4660": two separators in a row end a value.
+            for part in _PART.finditer(text, start, end):
+                if part.start() >= last_end and part.end() - part.start() >= 6:
+                    span = self._classify(text, part.start(), part.end())
+                    if span is not None:
+                        spans.append(span)
+                        last_end = span[1]
+        return spans
+
+    # --- classification ---------------------------------------------------------------
+
+    def _classify(self, text: str, start: int, end: int) -> Span | None:
+        before = text[start - 1] if start else " "
+        after = text[end] if end < len(text) else " "
+        if before in _URL_OR_TIME and self._in_url_or_time(text, start, before):
+            return None
+        if (
+            before == ","
+            and start > 1
+            and text[start - 2].isdigit()
+            and _THOUSANDS.match(text, start)
+        ):
+            return None  # "339,990.28": the thousands of an amount
+        if before in _WORD or (before == "-" and start > 1 and _ascii_word(text[start - 2])):
+            # Glued to letters: only an IBAN, NIE or resident-ID-like start is of interest.
+            return self._letter_led(text, start, end, before)
+        if before == " " and start > 1 and "A" <= text[start - 2] <= "Z":
+            found = self._iban_near(text, start) or self._nino(text, start, end)
+            if found:
+                return found
+        run = text[start:end]
+        date = _DATE_AT_START.match(run)
+        if date:
+            rest = RUN.search(text, start + date.end(), end)
+            if rest is None or rest.end() - rest.start() < 6:
+                return None
+            start, run = rest.start(), rest.group(0)
+            before = text[start - 1]
+        if after in _WORD:
+            return self._letter_trailed(text, start, end, run, after)
+        if after == "-" and end + 1 < len(text) and "A" <= text[end + 1] <= "Z":
+            # "12345678-Z": a DNI written with a dash before its letter.
+            if (end + 2 >= len(text) or not _ascii_word(text[end + 2])) and checks.es_dni_ok(
+                run + text[end + 1]
+            ):
+                return (start, end + 2, "national_id", None)
+            return None
+        return self._plain(text, start, end, run, before)
+
+    def _plain(self, text: str, start: int, end: int, run: str, before: str) -> Span | None:
+        digits = run.translate(_SEPARATORS)
+        count = len(digits)
+        if count < 7 and not (count == 6 and before == " "):
+            return None
+        if "." in run and (_IP.fullmatch(run) or _DECIMAL.fullmatch(run)):
+            return None
+        if count in (17, 18) and _RESIDENT.fullmatch(run) and checks.cn_resident_id_ok(run):
+            return (start, end, "national_id", None)
+        if 13 <= count <= 19 and _CARD_SHAPE.fullmatch(run) and checks.card_ok(digits):
+            return None if self._labelled(text, start) else (start, end, "card", digits)
+        if count == 9 and _SSN.fullmatch(run):  # an SSN's shape, and nothing else's
+            if not checks.us_ssn_ok(run) or self._labelled(text, start):
+                return None
+            return (start, end, "national_id", None)
+        if count == 12 and _AADHAAR.fullmatch(run) and checks.in_aadhaar_ok(digits):
+            return None if self._labelled(text, start) else (start, end, "national_id", None)
+        if count == 11 and "." in run and _CPF.fullmatch(run) and checks.br_cpf_ok(run):
+            return (start, end, "national_id", None)
+        if count == 6:
+            return self._nino(text, start, end)
+        phone = self._phone(text, start, end, run, digits, before)
+        if phone:
+            return phone
+        if count == 11 and _CPF.fullmatch(run) and checks.br_cpf_ok(run):
+            return None if self._labelled(text, start) else (start, end, "national_id", None)
+        return None
+
+    def _phone(
+        self, text: str, start: int, end: int, run: str, digits: str, before: str
+    ) -> Span | None:
+        if not 7 <= len(digits) <= 15 or run.count("/") > 1:
+            return None
+        if before == "+":
+            e164 = self.phones.international(digits)
+            start -= 1
+        elif digits.startswith("00") and not run.startswith("0 "):
+            e164 = self.phones.international(digits[2:])
+        elif len(run) == 10 and run[0] == "1" and run.isdigit():
+            return None  # written bare, that is a Unix time (2001-2033), not India's 160x…
+        else:
+            if before == "(":
+                start -= 1
+            e164 = self.phones.national(digits, compact=len(digits) == len(run), written=run)
+        if e164 is None or self._labelled(text, start):
+            return None
+        return (start, end, "phone", e164)
+
+    def _letter_led(self, text: str, start: int, end: int, before: str) -> Span | None:
+        if "A" <= before <= "Z":
+            iban = self._iban_near(text, start)
+            if iban:
+                return iban
+            prefix_start = start - 1
+            if (
+                before in "XYZ"
+                and (prefix_start == 0 or not _ascii_word(text[prefix_start - 1]))
+                and end - start == 7
+                and end < len(text)
+                and "A" <= text[end] <= "Z"
+            ):  # NIE: X/Y/Z, seven digits, a letter.
+                tail = end + 1
+                if (tail >= len(text) or not _ascii_word(text[tail])) and checks.es_nie_ok(
+                    text[prefix_start:tail]
+                ):
+                    return (prefix_start, tail, "national_id", None)
+            if end - start == 6:
+                return self._nino(text, start, end)
+        return None
+
+    def _letter_trailed(self, text: str, start: int, end: int, run: str, after: str) -> Span | None:
+        tail = end + 1
+        if tail < len(text) and _ascii_word(text[tail]):
+            return None  # digits inside a word
+        if after in "Xx" and len(run) == 17 and checks.cn_resident_id_ok(run + after):
+            return (start, tail, "national_id", None)
+        if "A" <= after <= "Z" and len(run) == 8 and checks.es_dni_ok(run + after):
+            return (start, tail, "national_id", None)
+        return None
+
+    @staticmethod
+    def _iban_near(text: str, start: int) -> Span | None:
+        """An IBAN whose digits begin at ``start`` (``DE89 3704…``) or a few characters later
+        (``GB82 WEST 1234…``, ``NL91ABNA0417…``)."""
+        for head in (start - 2, start - 3, start - 8, start - 10):
+            if head < 0 or text[head : head + 2] not in _IBAN_COUNTRIES:
+                continue
+            if not text[head + 2 : head + 4].isdigit():
+                continue
+            if head and _ascii_word(text[head - 1]):
+                continue
+            match = _IBAN.match(text, head)
+            if match is None or match.end() <= start:
+                continue
+            value = match.group(0)
+            if checks.iban_ok(value):
+                return (head, match.end(), "iban", None)
+            # The last group may be followed by more digits that belong to the text.
+            shorter = value.rsplit(" ", 1)[0] if " " in value else ""
+            if shorter and checks.iban_ok(shorter):
+                return (head, head + len(shorter), "iban", None)
+        return None
+
+    @staticmethod
+    def _nino(text: str, start: int, end: int) -> Span | None:
+        run = text[start:end]
+        if len(run.replace(" ", "")) != 6 or "-" in run or "." in run:
+            return None
+        prefix = _NINO_BEFORE.search(text, max(0, start - 3), start)
+        suffix = _NINO_AFTER.match(text, end)
+        if prefix is None or suffix is None:
+            return None
+        value = text[prefix.start() : suffix.end()]
+        if checks.uk_nino_ok(value):
+            return (prefix.start(), suffix.end(), "national_id", None)
+        return None
+
+    @staticmethod
+    def _in_url_or_time(text: str, start: int, before: str) -> bool:
+        """Digits of a clock time (``08:53:04.664450``) or of a URL's path or query."""
+        if before == ":":
+            return start > 1 and text[start - 2].isdigit()
+        token_start = max(text.rfind(c, 0, start) for c in " \n\"'<")
+        return "://" in text[token_start + 1 : start]
+
+    @staticmethod
+    def _labelled(text: str, start: int) -> bool:
+        """A number right after ``order``, ``tracking``, ``#``… is that label's number."""
+        return _LABEL.search(text[max(0, start - 24) : start].lower()) is not None
+
+
+Check = Callable[[str], bool]

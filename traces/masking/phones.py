@@ -1,0 +1,264 @@
+"""Phone numbers, validated against the ``phonenumbers`` library's metadata.
+
+``phonenumbers.parse`` + ``is_valid_number`` cost ~25 µs a number, more than the rest of the
+masking of a typical document. This module compiles the same metadata (the national number
+patterns and possible lengths of every number type of a region) into one regular expression
+per region and length, so a check is one ``fullmatch``. ``tests/traces/test_masking_phones.py``
+holds it to ``phonenumbers.is_valid_number`` on thousands of numbers.
+
+A number written nationally is tried against the default regions in order
+(``HARNESS_PHONE_REGIONS``); the first region it is valid in gives its E.164 form. A region
+whose national prefix is ``0`` (GB, DE, FR, JP, …) needs it written, as people do; China and
+India write mobiles without it.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+import phonenumbers
+from django.core.exceptions import ImproperlyConfigured
+from phonenumbers import PhoneMetadata
+from phonenumbers.phonenumberutil import COUNTRY_CODE_TO_REGION_CODE
+
+DEFAULT_REGIONS = ("CN", "US", "CA", "GB", "DE", "FR", "ES", "IT", "JP", "IN")
+_TYPES = (
+    "fixed_line",
+    "mobile",
+    "toll_free",
+    "premium_rate",
+    "shared_cost",
+    "personal_number",
+    "voip",
+    "pager",
+    "uan",
+    "voicemail",
+)
+# A number written nationally is of a type people write: premium-rate, shared-cost, UAN,
+# pager and personal numbers make too many order numbers and timestamps "valid" (Italy's 178…).
+_NATIONAL_TYPES = ("fixed_line", "mobile", "toll_free", "voip")
+# Regions whose mobiles are written without the national prefix.
+_PREFIX_OPTIONAL_FOR_MOBILES = frozenset({"CN", "IN"})
+
+
+class RegionRules:
+    """The valid national significant numbers of one region, by length."""
+
+    def __init__(self, metadata: PhoneMetadata) -> None:
+        self.region = metadata.id
+        self.country_code = str(metadata.country_code)
+        self.national_prefix = metadata.national_prefix or ""
+        general = metadata.general_desc
+        lengths_default = tuple(general.possible_length or ())
+        self._general = re.compile(general.national_number_pattern or r"\d+")
+        self._valid = self._compile(metadata, _TYPES, lengths_default)
+        self._national = self._compile(metadata, _NATIONAL_TYPES, lengths_default)
+        self._mobile = self._compile(metadata, ("mobile",), lengths_default)
+        self.nanpa = self.national_prefix == "1"
+        # Lengths a number written nationally can have (with or without the prefix).
+        self.written_lengths = frozenset(
+            length + extra for length in self._national for extra in (0, len(self.national_prefix))
+        )
+
+    @staticmethod
+    def _compile(
+        metadata: PhoneMetadata, types: tuple[str, ...], lengths_default: tuple[int, ...]
+    ) -> dict[int, re.Pattern[str]]:
+        by_length: dict[int, list[str]] = {}
+        for name in types:
+            desc = getattr(metadata, name, None)
+            if desc is None or not desc.national_number_pattern:
+                continue
+            lengths = tuple(desc.possible_length or ()) or lengths_default
+            if lengths == (-1,):
+                continue
+            for length in lengths:
+                by_length.setdefault(length, []).append(desc.national_number_pattern)
+        return {
+            length: re.compile("|".join(f"(?:{p})" for p in patterns))
+            for length, patterns in by_length.items()
+        }
+
+    def valid(self, nsn: str, mobile_only: bool = False, national: bool = False) -> bool:
+        table = self._mobile if mobile_only else self._national if national else self._valid
+        pattern = table.get(len(nsn))
+        return (
+            pattern is not None
+            and pattern.fullmatch(nsn) is not None
+            and self._general.fullmatch(nsn) is not None
+        )
+
+    def national(self, digits: str, compact: bool = False) -> str | None:
+        """The E.164 form of ``digits`` written nationally in this region, or None.
+        ``compact``: written without separators (then NANPA's optional 1 is not taken)."""
+        prefix = self.national_prefix
+        if self.nanpa:  # the leading 1 is optional, but not in a bare run of 11 digits
+            if len(digits) == 11 and not compact and digits[0] == "1":
+                digits = digits[1:]
+            if len(digits) != 10:
+                return None
+            return f"+{self.country_code}{digits}" if self.valid(digits, national=True) else None
+        if prefix and digits.startswith(prefix):
+            nsn = digits[len(prefix) :]
+            return f"+{self.country_code}{nsn}" if self.valid(nsn, national=True) else None
+        if not prefix:
+            return f"+{self.country_code}{digits}" if self.valid(digits, national=True) else None
+        if self.region in _PREFIX_OPTIONAL_FOR_MOBILES and self.valid(digits, mobile_only=True):
+            return f"+{self.country_code}{digits}"
+        return None
+
+
+@lru_cache(maxsize=512)
+def rules_for_region(region: str) -> RegionRules | None:
+    metadata = PhoneMetadata.metadata_for_region(region.upper())
+    return RegionRules(metadata) if metadata is not None else None
+
+
+@lru_cache(maxsize=512)
+def rules_for_country_code(code: int) -> tuple[RegionRules, ...]:
+    regions = COUNTRY_CODE_TO_REGION_CODE.get(code, ())
+    return tuple(r for r in (rules_for_region(x) for x in regions if x != "001") if r)
+
+
+class PhoneValidator:
+    """Phones written nationally (default regions) or internationally (any country)."""
+
+    def __init__(self, regions: tuple[str, ...] = DEFAULT_REGIONS) -> None:
+        unknown = [r for r in regions if rules_for_region(r) is None]
+        if unknown:
+            raise ImproperlyConfigured(
+                f"HARNESS_PHONE_REGIONS: unknown phone regions: {', '.join(unknown)}"
+            )
+        self.regions = tuple(dict.fromkeys(r.upper() for r in regions))
+        self._rules = tuple(rules_for_region(r) for r in self.regions)
+        self._by_length: dict[int, tuple[RegionRules, ...]] = {
+            length: tuple(r for r in self._rules if length in r.written_lengths)  # type: ignore[union-attr]
+            for length in range(4, 18)
+        }
+
+    def national(self, digits: str, compact: bool = False, written: str = "") -> str | None:
+        """The E.164 form of a number written nationally. When it is valid in several default
+        regions (``06 12 34 56 78`` is French and German), the region that formats it the way
+        it is ``written`` wins, then the first region in order."""
+        first = None
+        for rules in self._by_length.get(len(digits), ()):
+            e164 = rules.national(digits, compact)
+            if e164 is None:
+                continue
+            if first is None:
+                if not written or compact:
+                    return e164
+                first = (rules, e164)
+                continue
+            if e164 == first[1]:
+                continue  # the United States and Canada: one country code
+            return _best_written(written, [first, (rules, e164)], self, digits, compact)
+        return first[1] if first else None
+
+    def national_candidates(self, digits: str) -> list[str]:
+        """Every E.164 form ``digits`` can have, written nationally in a default region."""
+        found = []
+        for rules in self._by_length.get(len(digits), ()):
+            for compact in (False, True):
+                e164 = rules.national(digits, compact)
+                if e164 and e164 not in found:
+                    found.append(e164)
+        return found
+
+    @staticmethod
+    def international(digits: str) -> str | None:
+        """``digits`` after the ``+`` (or ``00``): country code then national number."""
+        for size in (1, 2, 3):
+            code = int(digits[:size]) if len(digits) > size else 0
+            regions = rules_for_country_code(code) if code else ()
+            if not regions:
+                continue
+            nsn = digits[size:]
+            for rules in regions:
+                if rules.valid(nsn):
+                    return f"+{code}{nsn}"
+                # "+44 (0)20 …": the national prefix written after the country code.
+                prefix = rules.national_prefix
+                if prefix == "0" and nsn.startswith(prefix) and rules.valid(nsn[len(prefix) :]):
+                    return f"+{code}{nsn[len(prefix) :]}"
+            return None
+        return None
+
+    def e164(self, value: str) -> str | None:
+        """The E.164 form of a phone number written any way, or None if it is none."""
+        digits = "".join(c for c in value if c.isdigit())
+        stripped = value.lstrip()
+        if stripped.startswith("+"):
+            return self.international(digits)
+        if stripped.startswith("00"):
+            return self.international(digits[2:])
+        return self.national(digits, compact=digits == stripped, written=stripped)
+
+
+def _best_written(
+    written: str,
+    found: list[tuple[RegionRules, str]],
+    validator: PhoneValidator,
+    digits: str,
+    compact: bool,
+) -> str:
+    for rules in validator._by_length.get(len(digits), ())[len(found) :]:
+        e164 = rules.national(digits, compact)
+        if e164 and e164 not in (f for _, f in found):
+            found.append((rules, e164))
+    shape = _SHAPE.sub("d", written.strip())
+    groups = _GROUPS.findall(shape)
+    best = found[0][1]
+    for rules, e164 in found:
+        formatted = _national_shape(rules.region, e164[1 + len(rules.country_code) :])
+        prefix = rules.national_prefix
+        if prefix and not rules.nanpa and not digits.startswith(prefix):
+            formatted = formatted.replace("d" * len(prefix), "", 1)  # written without it
+        if formatted == shape:
+            return e164
+        if best == found[0][1] and _GROUPS.findall(formatted) == groups:
+            best = e164
+    return best
+
+
+def _national_shape(region: str, nsn: str) -> str:
+    """How the region writes ``nsn`` nationally, digits as ``d`` (``0d dd dd dd dd``). The
+    format depends on the leading digits and the length only, so it is cached by those."""
+    key = (region, nsn[:6], len(nsn))
+    shape = _SHAPES.get(key)
+    if shape is None:
+        if len(_SHAPES) > 65536:
+            _SHAPES.clear()
+        shape = _SHAPES[key] = _shape_for(region, nsn)
+    return shape
+
+
+_SHAPES: dict[tuple[str, str, int], str] = {}
+
+
+def _shape_for(region: str, nsn: str) -> str:
+    metadata = PhoneMetadata.metadata_for_region(region)
+    number = phonenumbers.PhoneNumber(
+        country_code=metadata.country_code,
+        national_number=int(nsn),
+        italian_leading_zero=nsn.startswith("0") or None,
+        number_of_leading_zeros=(len(nsn) - len(nsn.lstrip("0"))) or None,
+    )
+    formatted = phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.NATIONAL)
+    return _SHAPE.sub("d", formatted)
+
+
+_SHAPE = re.compile(r"\d")
+_GROUPS = re.compile(r"d+")
+
+
+def library_e164(value: str, region: str) -> str | None:
+    """The library's own verdict (slow; for tests and declared fields)."""
+    try:
+        number = phonenumbers.parse(value, region)
+    except phonenumbers.NumberParseException:
+        return None
+    if not phonenumbers.is_valid_number(number):
+        return None
+    return phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164)
