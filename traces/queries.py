@@ -2,8 +2,7 @@
 
 from typing import Any
 
-from django.conf import settings
-
+from traces.keys import fingerprint_search_keys
 from traces.masking import FINGERPRINTED_KINDS, fingerprint, normalize
 from traces.models import AuditRecord, Fingerprint, Span
 
@@ -42,12 +41,12 @@ def get_trace(request_id: str) -> dict[str, Any]:
 
 def identifier_digests(value: str) -> dict[str, str]:
     """The fingerprint ``value`` would have as each kind it can be: ``{digest: kind}``."""
-    key = settings.HARNESS_FINGERPRINT_KEY.encode()
     digests = {}
     for kind in FINGERPRINTED_KINDS:
         normalized = normalize(kind, value)
         if normalized:
-            digests[fingerprint(key, kind, normalized)] = kind
+            for key in fingerprint_search_keys():  # older keys too: rotation keeps search
+                digests[fingerprint(key, kind, normalized)] = kind
     return digests
 
 

@@ -16,10 +16,12 @@ from harness.settings.env import (
     env_float,
     env_int,
     env_json,
+    env_keys,
     env_list,
     env_paths,
     env_prefixed,
     env_str,
+    hkdf,
 )
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
@@ -242,12 +244,18 @@ CASBIN_MODEL = str(BASE_DIR / "policy" / "rbac_with_domains.conf")
 # --- Traces: masking, audit chain, retention, OpenTelemetry ---------------------------------
 # Keys default to ones derived from SECRET_KEY; set them explicitly in production, because
 # rotating SECRET_KEY would otherwise orphan every stored fingerprint and checkpoint signature.
-HARNESS_FINGERPRINT_KEY = env_str("HARNESS_FINGERPRINT_KEY") or derive_key(
-    SECRET_KEY, "harness.fingerprint"
+# Each variable takes several keys, newest first (comma-separated): the first writes, all read.
+# The ``*_KEYS`` lists hold the key material; the key in use is derived from it with HKDF.
+HARNESS_FINGERPRINT_KEYS = env_keys(
+    "HARNESS_FINGERPRINT_KEY", derive_key(SECRET_KEY, "harness.fingerprint")
 )
-HARNESS_AUDIT_CHECKPOINT_KEY = env_str("HARNESS_AUDIT_CHECKPOINT_KEY") or derive_key(
-    SECRET_KEY, "harness.audit-checkpoint"
+HARNESS_FINGERPRINT_KEY = hkdf(HARNESS_FINGERPRINT_KEYS[0], "harness.fingerprint.v2").hex()
+HARNESS_AUDIT_CHECKPOINT_KEYS = env_keys(
+    "HARNESS_AUDIT_CHECKPOINT_KEY", derive_key(SECRET_KEY, "harness.audit-checkpoint")
 )
+HARNESS_AUDIT_CHECKPOINT_KEY = hkdf(
+    HARNESS_AUDIT_CHECKPOINT_KEYS[0], "harness.audit-checkpoint.v2"
+).hex()
 HARNESS_TRACE_RETENTION_DAYS = env_int("HARNESS_TRACE_RETENTION_DAYS", 365, minimum=1)
 HARNESS_TRACE_RETENTION_BATCH = env_int("HARNESS_TRACE_RETENTION_BATCH", 500, minimum=1)
 # OTLP/HTTP: the per-signal endpoint is used as is, the base endpoint gets /v1/traces.
@@ -262,7 +270,8 @@ CELERY_BEAT_SCHEDULE["traces.delete_expired_traces"] = {
     "schedule": env_float("HARNESS_TRACE_RETENTION_INTERVAL_S", 3600.0, minimum=1.0),
 }
 # Encrypts the clear working copy of runs (the readable copies are masked).
-HARNESS_SEALING_KEY = env_str("HARNESS_SEALING_KEY") or derive_key(SECRET_KEY, "harness.sealing")
+# Newest first; ``manage.py reseal`` re-encrypts everything with the first one.
+HARNESS_SEALING_KEYS = env_keys("HARNESS_SEALING_KEY", derive_key(SECRET_KEY, "harness.sealing"))
 # --- Policy: tenant limits, budgets, approvals (see README "Policies") ----------------------
 # Deployment defaults; a tenant's TenantLimits row (admin) overrides each. 0 = unlimited.
 HARNESS_TENANT_RUNS_PER_SECOND = env_int("HARNESS_TENANT_RUNS_PER_SECOND", 10, minimum=1)
