@@ -294,6 +294,8 @@ CELERY_BEAT_SCHEDULE["expire-approvals"] = {
     "schedule": env_float("HARNESS_SWEEP_INTERVAL_S", 15.0, minimum=0.5),
 }
 
+# Every log record is cleaned of secrets and personal data when it is made (harness.logs).
+LOGGING_CONFIG = "harness.logs.configure"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -301,6 +303,12 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("HARNESS_LOG_LEVEL", "INFO")},
     # pycasbin logs the whole model and policy at INFO on every load.
-    # httpx2 (the model SDKs' transport) logs every request at INFO.
-    "loggers": {"casbin": {"level": "WARNING"}, "httpx2": {"level": "WARNING"}},
+    # httpx, httpcore and httpx2 (the model SDKs' transport) log every request's full URL
+    # (a tool's URL may hold a secret, a callback URL a token): only their warnings.
+    "loggers": {
+        "casbin": {"level": "WARNING"},
+        "httpx": {"level": "WARNING"},
+        "httpcore": {"level": "WARNING"},
+        "httpx2": {"level": "WARNING"},
+    },
 }
