@@ -25,7 +25,8 @@ import threading
 from typing import Any
 from urllib.parse import quote
 
-SECRET_REMOVED = "[secret-removed]"  # no space: a URL around it is still one URL
+# No space: a URL around it is still one URL.
+SECRET_REMOVED = "[secret-removed]"  # noqa: S105 (a placeholder, not a password)
 MIN_SECRET_CHARS = 6
 URL = re.compile(
     r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<userinfo>[^/\s@?#'\"<>]*@)?"
