@@ -23,6 +23,8 @@ from policy.api.serializers import (
     RuleSerializer,
     RuleUpdateSerializer,
 )
+from policy.errors import InvalidRule
+from tools.services import get_tool_registry
 
 ACTING_USER_HEADER = "X-Harness-User"
 ACTING_USER = OpenApiParameter(
@@ -99,9 +101,9 @@ class RuleListView(PolicyAdminView):
 
     @extend_schema(request=RuleSerializer, responses=RuleSerializer, parameters=[ACTING_USER])
     def post(self, request: Request) -> Response:
-        rule, version = policy.create_rule(
-            self.tenant, _valid(RuleSerializer, request.data), actor=self.actor
-        )
+        data = _valid(RuleSerializer, request.data)
+        _refuse_rules_that_never_fire(data)
+        rule, version = policy.create_rule(self.tenant, data, actor=self.actor)
         return self.edited(version, status.HTTP_201_CREATED, rule=rule.to_dict())
 
 
@@ -113,6 +115,7 @@ class RuleDetailView(PolicyAdminView):
     @extend_schema(request=RuleUpdateSerializer, parameters=[ACTING_USER])
     def patch(self, request: Request, name: str) -> Response:
         data = _valid(RuleUpdateSerializer, request.data, partial=True)
+        _refuse_rules_that_never_fire({**policy.get_rule(self.tenant, name).to_dict(), **data})
         rule, version = policy.update_rule(self.tenant, name, data, actor=self.actor)
         return self.edited(version, rule=rule.to_dict())
 
@@ -140,3 +143,18 @@ def _valid(serializer_class: type, data: Any, partial: bool = False) -> dict[str
     body = serializer_class(data=data, partial=partial)
     body.is_valid(raise_exception=True)
     return dict(body.validated_data)
+
+
+def _refuse_rules_that_never_fire(rule: dict[str, Any]) -> None:
+    """A call rule requiring approval for a tool whose file says ``approval: "never"`` would
+    be accepted and never fire (the tool's own setting wins): refuse it, naming the tool."""
+    if rule.get("kind") != "call" or rule.get("effect") != "require_approval":
+        return
+    tool = get_tool_registry().get(str(rule.get("tool") or ""))
+    if tool is not None and tool.approval == "never":
+        raise InvalidRule(
+            f'{tool.name}\'s tool file says approval: "never", so this rule would never '
+            'hold a call; change the tool file\'s approval to "policy", or use effect '
+            '"refuse".',
+            {"field": "tool", "tool": tool.name},
+        )
