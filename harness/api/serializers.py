@@ -121,6 +121,14 @@ class RunFilterSerializer(serializers.Serializer):
     )
 
 
+class RunPageSerializer(serializers.Serializer):
+    results = RunSerializer(many=True)
+    next_cursor = serializers.CharField(
+        allow_null=True,
+        help_text="A time (UTC): pass it as cursor for the next page; null on the last page.",
+    )
+
+
 class ApprovalSerializer(serializers.Serializer):
     call_id = serializers.CharField()
     tool = serializers.CharField()

@@ -9,6 +9,7 @@ import secrets
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 from harness.settings.env import (
     derive_key,
@@ -42,6 +43,31 @@ SECRET_KEY = env_str("DJANGO_SECRET_KEY") or _embedded_secret_key()
 DEBUG = env_bool("DJANGO_DEBUG", default=False)
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS") or ["localhost", "127.0.0.1", "[::1]"]
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS")
+
+# --- HTTPS (README "Configuration"; docker-compose turns them on) ----------------------------
+# Behind a TLS-terminating proxy: the header it sets and the value meaning https, e.g.
+# DJANGO_SECURE_PROXY_SSL_HEADER=X-Forwarded-Proto:https. Trust it only if the proxy always
+# sets (or strips) that header.
+_PROXY_SSL_HEADER = env_str("DJANGO_SECURE_PROXY_SSL_HEADER")
+if _PROXY_SSL_HEADER:
+    _header, _, _value = _PROXY_SSL_HEADER.partition(":")
+    if not _header.strip() or not _value.strip():
+        raise ImproperlyConfigured(
+            f"DJANGO_SECURE_PROXY_SSL_HEADER={_PROXY_SSL_HEADER!r}: use HEADER:VALUE, "
+            "e.g. X-Forwarded-Proto:https"
+        )
+    SECURE_PROXY_SSL_HEADER = (
+        "HTTP_" + _header.strip().upper().replace("-", "_"),
+        _value.strip(),
+    )
+SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", default=False)
+# The container health check calls /healthz over plain HTTP from inside.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+SECURE_HSTS_SECONDS = env_int("DJANGO_SECURE_HSTS_SECONDS", 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", default=False)
+SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", default=False)
+SESSION_COOKIE_SECURE = env_bool("DJANGO_SESSION_COOKIE_SECURE", default=False)
+CSRF_COOKIE_SECURE = env_bool("DJANGO_CSRF_COOKIE_SECURE", default=False)
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -192,6 +218,16 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "harness.api.schema.document_error_statuses",
+    ],
+    "ENUM_NAME_OVERRIDES": {
+        "PermissionEffectEnum": ["allow", "deny"],
+        "RuleEffectEnum": ["refuse", "require_approval"],
+    },
+    "SWAGGER_UI_SETTINGS": {"persistAuthorization": True},
 }
 
 # --- Harness --------------------------------------------------------------------------------

@@ -60,3 +60,34 @@ class ChangeSerializer(serializers.Serializer):
     before = serializers.JSONField()
     after = serializers.JSONField()
     created_at = serializers.DateTimeField()
+
+
+# --- Responses -------------------------------------------------------------------------------
+
+
+class PolicySerializer(serializers.Serializer):
+    policy_version = serializers.IntegerField()
+    permissions = PermissionSerializer(many=True)
+    roles = RoleSerializer(many=True)
+    rules = RuleSerializer(many=True)
+
+
+class PolicyVersionSerializer(serializers.Serializer):
+    policy_version = serializers.IntegerField(help_text="The policy version the edit produced.")
+
+
+class PermissionEditSerializer(PolicyVersionSerializer):
+    permission = PermissionSerializer()
+
+
+class RoleEditSerializer(PolicyVersionSerializer):
+    role = RoleSerializer()
+
+
+class RuleEditSerializer(PolicyVersionSerializer):
+    rule = RuleSerializer()
+
+
+class BudgetSerializer(serializers.Serializer):
+    today = serializers.DictField(help_text="Today's spend of the tenant (UTC day).")
+    limits = serializers.DictField(help_text="The tenant's limits (null: the default).")
