@@ -190,7 +190,8 @@ def _post(delivery: WebhookDelivery) -> tuple[int | None, str, float]:
             "user-agent": "harness-webhooks/1",
         }
         transport = net.PinnedTransport(callback_policy())
-        with httpx.Client(transport=transport, follow_redirects=False) as client:
+        # trust_env=False: an environment proxy would bypass the pinned transport.
+        with httpx.Client(transport=transport, follow_redirects=False, trust_env=False) as client:
             response = client.post(
                 delivery.url,
                 content=body.encode(),

@@ -243,6 +243,9 @@ def _http_client() -> httpx.Client:
             _client = httpx.Client(
                 transport=PinnedTransport(AddressPolicy(public_only=False)),
                 follow_redirects=False,
+                # No proxy from the environment: it would take the request past the pinned
+                # transport, and resolve the name itself.
+                trust_env=False,
             )
         return _client
 
