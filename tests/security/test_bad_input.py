@@ -152,3 +152,12 @@ def test_an_api_key_records_when_it_was_last_used_at_most_once_a_minute(acme):
 def test_trace_is_405(acme):
     response = Client().generic("TRACE", "/api/v1/runs", HTTP_AUTHORIZATION=f"Bearer {acme.key}")
     assert response.status_code == 405
+
+
+@pytest.mark.parametrize(
+    "path", ["/api/v1/policies/rules/a%00b", "/api/v1/runs/a%00b", "/api/v1/runs/x/approvals/c%00"]
+)
+def test_a_nul_in_a_path_is_invalid_request(acme, path):
+    response = acme.get(path, **{"X-Harness-User": "alice"})
+    assert response.status_code == 400
+    assert error_code(response) == "invalid_request"
