@@ -26,7 +26,7 @@ from standardwebhooks.webhooks import Webhook
 from harness.dispatch import enqueue_delivery
 from harness.errors import ErrorCode, HarnessError
 from harness.models import DeliveryStatus, Run, WebhookAttempt, WebhookDelivery
-from tools import net
+from tools.services import AddressPolicy, PinnedTransport, UnsafeAddress, resolve_address
 from traces.services import mask_for_storage, seal, unseal
 
 # Deliveries stuck in "sending" this long (a worker died mid-attempt) are tried again.
@@ -46,7 +46,7 @@ def check_callback_url(url: str) -> None:
     """Refuse URLs that are malformed or resolve to private, loopback, link-local or other
     non-public addresses (IPv6 forms embedding an IPv4 address included), unless their
     network is allow-listed in HARNESS_WEBHOOK_ALLOWED_NETWORKS. Each attempt vets the name
-    again and connects to the address it vetted (``tools.net.PinnedTransport``)."""
+    again and connects to the address it vetted (``tools.services.PinnedTransport``)."""
     try:
         parts = urlsplit(url)
         port = parts.port
@@ -58,13 +58,13 @@ def check_callback_url(url: str) -> None:
         raise UnsafeCallbackUrl(url, "credentials in the URL are not accepted")
     default_port = 443 if parts.scheme == "https" else 80
     try:
-        net.resolve(parts.hostname, port or default_port, callback_policy())
-    except net.UnsafeAddress as exc:
+        resolve_address(parts.hostname, port or default_port, callback_policy())
+    except UnsafeAddress as exc:
         raise UnsafeCallbackUrl(url, exc.why) from exc
 
 
-def callback_policy() -> net.AddressPolicy:
-    return net.AddressPolicy.of(public_only=True, allowed=settings.HARNESS_WEBHOOK_ALLOWED_NETWORKS)
+def callback_policy() -> AddressPolicy:
+    return AddressPolicy.of(public_only=True, allowed=settings.HARNESS_WEBHOOK_ALLOWED_NETWORKS)
 
 
 def queue_run_event(
@@ -189,7 +189,7 @@ def _post(delivery: WebhookDelivery) -> tuple[int | None, str, float]:
             "webhook-signature": signature,
             "user-agent": "harness-webhooks/1",
         }
-        transport = net.PinnedTransport(callback_policy())
+        transport = PinnedTransport(callback_policy())
         # trust_env=False: an environment proxy would bypass the pinned transport.
         with httpx.Client(transport=transport, follow_redirects=False, trust_env=False) as client:
             response = client.post(
@@ -198,7 +198,7 @@ def _post(delivery: WebhookDelivery) -> tuple[int | None, str, float]:
                 headers=headers,
                 timeout=settings.HARNESS_WEBHOOK_TIMEOUT_S,
             )
-    except net.UnsafeAddress as exc:
+    except UnsafeAddress as exc:
         return None, f"UnsafeCallbackUrl: {exc.why}", _ms(started)
     except httpx.HTTPError as exc:
         return None, f"{type(exc).__name__}: {exc}"[:1000], _ms(started)

@@ -108,7 +108,7 @@ def ascii_host(host: str) -> str:
     return encoded
 
 
-def resolve(host: str, port: int, policy: AddressPolicy) -> IPAddress:
+def resolve_address(host: str, port: int, policy: AddressPolicy) -> IPAddress:
     """Resolve ``host`` once and vet every address; the address to connect to."""
     name = ascii_host(host)
     try:
@@ -143,7 +143,7 @@ class PinnedTransport(httpx.BaseTransport):
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         host = request.url.host
         port = request.url.port or (443 if request.url.scheme == "https" else 80)
-        address = resolve(host, port, self.policy)
+        address = resolve_address(host, port, self.policy)
         extensions = dict(request.extensions)
         if request.url.scheme == "https":
             extensions["sni_hostname"] = ascii_host(host)

@@ -9,12 +9,20 @@ itself), so nothing written under an older key or format is lost when a key is r
 
 from __future__ import annotations
 
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from django.conf import settings
-
-from harness.settings.env import hkdf
 
 FINGERPRINT_PURPOSE = "harness.fingerprint.v2"
 CHECKPOINT_PURPOSE = "harness.audit-checkpoint.v2"
+
+
+def hkdf(material: str, purpose: str, length: int = 32) -> bytes:
+    """``length`` bytes for ``purpose`` from key material (HKDF-SHA256, RFC 5869); the same
+    derivation the settings use for the keys in use (traces imports no other package)."""
+    return HKDF(algorithm=hashes.SHA256(), length=length, salt=None, info=purpose.encode()).derive(
+        material.encode()
+    )
 
 
 def fingerprint_search_keys() -> list[bytes]:

@@ -27,7 +27,7 @@ from typing import Any
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
 
-from harness.settings.env import hkdf
+from traces.keys import hkdf
 
 SEALING_PURPOSE = "harness.sealing.v2"
 
