@@ -5,9 +5,11 @@ PY := $(VENV)/bin/python
 
 .PHONY: install run test lint bench bench-peers clean
 
-$(VENV)/.installed: requirements.txt
+# The runtime (requirements.txt) plus what tests and lint need (requirements-dev.txt includes
+# the runtime); the Docker image installs the runtime alone.
+$(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 	touch $@
 
 install: $(VENV)/.installed
@@ -27,6 +29,7 @@ lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(PY) manage.py makemigrations --check --dry-run
+	$(PY) manage.py spectacular --fail-on-warn --validate --file /dev/null
 
 bench: install
 	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

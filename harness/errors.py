@@ -6,6 +6,8 @@ from typing import Any
 
 class ErrorCode(StrEnum):
     MALFORMED_JSON = "malformed_json"
+    REQUEST_TOO_LARGE = "request_too_large"
+    IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"
     INVALID_REQUEST = "invalid_request"
     UNAUTHENTICATED = "unauthenticated"
     INVALID_API_KEY = "invalid_api_key"
@@ -108,3 +110,15 @@ class ReplayUnavailable(HarnessError):
 
     code = ErrorCode.REPLAY_UNAVAILABLE
     http_status = 409
+
+
+class IdempotencyKeyReused(HarnessError):
+    code = ErrorCode.IDEMPOTENCY_KEY_REUSED
+    http_status = 422
+
+    def __init__(self, key: str, run_id: str) -> None:
+        super().__init__(
+            f"Idempotency-Key {key!r} was used for another request (run {run_id}); use a new "
+            "key for a different request.",
+            {"idempotency_key": key, "run_id": run_id},
+        )

@@ -5,16 +5,18 @@ from __future__ import annotations
 import contextvars
 import hashlib
 import hmac
+import json
 import secrets
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, connections, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from harness import webhooks
@@ -22,7 +24,13 @@ from harness.agent_registry import AgentSpec, get_agent
 from harness.dispatch import enqueue_run
 from harness.engine import state
 from harness.engine.driver import Driver, drive_run
-from harness.errors import SessionBusy, SessionMismatch, SessionNotFound, UnknownTenant
+from harness.errors import (
+    IdempotencyKeyReused,
+    SessionBusy,
+    SessionMismatch,
+    SessionNotFound,
+    UnknownTenant,
+)
 from harness.events import EventType, emit
 from harness.models import TERMINAL_STATUSES, ApiKey, Run, RunMode, Session, Tenant
 from policy import services as policy
@@ -70,7 +78,24 @@ def authenticate_api_key(secret: str) -> ApiKey | None:
     )
     if api_key is None or not hmac.compare_digest(api_key.key_hash, _digest(secret)):
         return None
+    _touch(api_key)
     return api_key
+
+
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
+def _touch(api_key: ApiKey) -> None:
+    """Record when the key was last used, at most once a minute (a conditional UPDATE only
+    when the value read is older: most requests write nothing)."""
+    now = timezone.now()
+    stale = now - LAST_USED_RESOLUTION
+    if api_key.last_used_at is not None and api_key.last_used_at > stale:
+        return
+    ApiKey.objects.filter(pk=api_key.pk).filter(
+        Q(last_used_at__isnull=True) | Q(last_used_at__lte=stale)
+    ).update(last_used_at=now)
+    api_key.last_used_at = now
 
 
 def _digest(secret: str) -> str:
@@ -91,6 +116,13 @@ class RunRequest:
     session_id: str = ""
     budget: dict[str, Any] | None = None
 
+    def digest(self) -> str:
+        """SHA-256 of everything the request asks for except its Idempotency-Key."""
+        fields = asdict(self)
+        fields.pop("idempotency_key")
+        text = json.dumps(fields, sort_keys=True, default=str, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()
+
 
 def start_run(tenant: Tenant, request: RunRequest) -> tuple[Run, bool]:
     """Create a run; drive a sync run inline up to the sync deadline, queue an async one.
@@ -110,15 +142,15 @@ def start_run(tenant: Tenant, request: RunRequest) -> tuple[Run, bool]:
 def create_run(tenant: Tenant, request: RunRequest) -> tuple[Run, bool]:
     """Record a queued run (and enqueue it if async); the caller decides who drives it."""
     agent = get_agent(request.agent)
+    digest = request.digest()
     if request.idempotency_key:
         existing = Run.objects.filter(
             tenant=tenant, idempotency_key=request.idempotency_key
         ).first()
         if existing:
-            return existing, False
+            return _same_request(existing, digest), False
     if request.callback_url:
         webhooks.check_callback_url(request.callback_url)
-    session = _session_for(tenant, agent.name, request)
     deadline_s = request.deadline_s or agent.deadline_s or settings.HARNESS_DEFAULT_DEADLINE_S
     request_id = uuid.uuid4().hex
     run_id = uuid.uuid4()
@@ -126,6 +158,8 @@ def create_run(tenant: Tenant, request: RunRequest) -> tuple[Run, bool]:
     policy.admit_run(tenant.slug, str(run_id))
     try:
         with transaction.atomic():
+            # Inside the transaction: a refused run leaves no new session behind.
+            session = _session_for(tenant, agent.name, request)
             run = Run.objects.create(
                 id=run_id,
                 request_id=request_id,
@@ -141,6 +175,7 @@ def create_run(tenant: Tenant, request: RunRequest) -> tuple[Run, bool]:
                 deadline_at=timezone.now() + timedelta(seconds=deadline_s),
                 callback_url=request.callback_url,
                 idempotency_key=request.idempotency_key,
+                request_digest=digest if request.idempotency_key else "",
             )
             policy.open_run_budget(tenant.slug, str(run_id), run_budget)
             policy.reserve_run(tenant.slug, str(run_id), run_budget)
@@ -150,11 +185,20 @@ def create_run(tenant: Tenant, request: RunRequest) -> tuple[Run, bool]:
     except IntegrityError:
         # A concurrent request with the same Idempotency-Key won the insert.
         policy.release_run(tenant.slug, str(run_id))
-        return Run.objects.get(tenant=tenant, idempotency_key=request.idempotency_key), False
+        first = Run.objects.get(tenant=tenant, idempotency_key=request.idempotency_key)
+        return _same_request(first, digest), False
     except BaseException:
         policy.release_run(tenant.slug, str(run_id))
         raise
     return run, True
+
+
+def _same_request(run: Run, digest: str) -> Run:
+    """The run an Idempotency-Key created, if this request is the same one (runs created
+    before digests were kept are taken as the same)."""
+    if run.request_digest and not hmac.compare_digest(run.request_digest, digest):
+        raise IdempotencyKeyReused(run.idempotency_key, str(run.id))
+    return run
 
 
 def _session_for(tenant: Tenant, agent: str, request: RunRequest) -> Session:

@@ -10,9 +10,7 @@ before every attempt.
 
 from __future__ import annotations
 
-import ipaddress
 import json
-import socket
 import time
 from collections.abc import Callable
 from datetime import timedelta
@@ -28,6 +26,7 @@ from standardwebhooks.webhooks import Webhook
 from harness.dispatch import enqueue_delivery
 from harness.errors import ErrorCode, HarnessError
 from harness.models import DeliveryStatus, Run, WebhookAttempt, WebhookDelivery
+from tools.services import AddressPolicy, PinnedTransport, UnsafeAddress, resolve_address
 from traces.services import mask_for_storage, seal, unseal
 
 # Deliveries stuck in "sending" this long (a worker died mid-attempt) are tried again.
@@ -44,24 +43,28 @@ class UnsafeCallbackUrl(HarnessError):
 
 
 def check_callback_url(url: str) -> None:
-    """Refuse URLs that resolve to private, loopback, link-local or other non-public
-    addresses, unless their network is allow-listed in HARNESS_WEBHOOK_ALLOWED_NETWORKS."""
-    parts = urlsplit(url)
+    """Refuse URLs that are malformed or resolve to private, loopback, link-local or other
+    non-public addresses (IPv6 forms embedding an IPv4 address included), unless their
+    network is allow-listed in HARNESS_WEBHOOK_ALLOWED_NETWORKS. Each attempt vets the name
+    again and connects to the address it vetted (``tools.services.PinnedTransport``)."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise UnsafeCallbackUrl(url, "it is not a valid URL (check the port)") from exc
     if parts.scheme not in {"http", "https"} or not parts.hostname:
         raise UnsafeCallbackUrl(url, "only http and https URLs with a host are accepted")
+    if parts.username is not None or parts.password is not None:
+        raise UnsafeCallbackUrl(url, "credentials in the URL are not accepted")
+    default_port = 443 if parts.scheme == "https" else 80
     try:
-        infos = socket.getaddrinfo(parts.hostname, parts.port or 443, proto=socket.IPPROTO_TCP)
-    except socket.gaierror as exc:
-        raise UnsafeCallbackUrl(url, f"its host does not resolve ({exc})") from exc
-    allowed = [
-        ipaddress.ip_network(n, strict=False) for n in settings.HARNESS_WEBHOOK_ALLOWED_NETWORKS
-    ]
-    for info in infos:
-        address = ipaddress.ip_address(info[4][0])
-        if any(address in network for network in allowed):
-            continue
-        if not address.is_global:
-            raise UnsafeCallbackUrl(url, f"it resolves to a non-public address ({address})")
+        resolve_address(parts.hostname, port or default_port, callback_policy())
+    except UnsafeAddress as exc:
+        raise UnsafeCallbackUrl(url, exc.why) from exc
+
+
+def callback_policy() -> AddressPolicy:
+    return AddressPolicy.of(public_only=True, allowed=settings.HARNESS_WEBHOOK_ALLOWED_NETWORKS)
 
 
 def queue_run_event(
@@ -173,7 +176,6 @@ def redeliver(delivery: WebhookDelivery) -> None:
 def _post(delivery: WebhookDelivery) -> tuple[int | None, str, float]:
     started = time.perf_counter()
     try:
-        check_callback_url(delivery.url)
         payload = unseal(delivery.sealed_payload, delivery.payload)
         body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
         sent_at = timezone.now()
@@ -187,14 +189,18 @@ def _post(delivery: WebhookDelivery) -> tuple[int | None, str, float]:
             "webhook-signature": signature,
             "user-agent": "harness-webhooks/1",
         }
-        response = httpx.post(
-            delivery.url,
-            content=body.encode(),
-            headers=headers,
-            timeout=settings.HARNESS_WEBHOOK_TIMEOUT_S,
-            follow_redirects=False,
-        )
-    except (httpx.HTTPError, UnsafeCallbackUrl) as exc:
+        transport = PinnedTransport(callback_policy())
+        # trust_env=False: an environment proxy would bypass the pinned transport.
+        with httpx.Client(transport=transport, follow_redirects=False, trust_env=False) as client:
+            response = client.post(
+                delivery.url,
+                content=body.encode(),
+                headers=headers,
+                timeout=settings.HARNESS_WEBHOOK_TIMEOUT_S,
+            )
+    except UnsafeAddress as exc:
+        return None, f"UnsafeCallbackUrl: {exc.why}", _ms(started)
+    except httpx.HTTPError as exc:
         return None, f"{type(exc).__name__}: {exc}"[:1000], _ms(started)
     error = "" if response.is_success else response.text[:500]
     return response.status_code, error, _ms(started)

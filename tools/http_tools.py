@@ -1,10 +1,14 @@
 """HTTP tools: a tool file's handler can be an HTTP endpoint instead of a Python callable.
 
 The handler object names a method and a URL template; ``{name}`` in the URL is filled from the
-argument ``name`` (percent-encoded, so an argument can never change the host or add path
-segments), ``${secret:NAME}`` in the URL or a header from ``settings.HARNESS_SECRETS``. The
-arguments not used in the URL go to a JSON body or the query string. The JSON response, or
-the part of it a JSON pointer names, is the tool's result.
+argument ``name`` as exactly one path segment (every reserved character percent-encoded; ``.``,
+``..`` and the empty string refused, so an argument can never change the host, climb or add
+path segments), ``${secret:NAME}`` in the URL or a header from ``settings.HARNESS_SECRETS``.
+The arguments not used in the URL go to a JSON body or the query string (after the template's
+own query, which is kept). The JSON response, or the part of it a JSON pointer names, is the
+tool's result. Connections go to the address that was resolved and vetted (``tools.net``):
+internal services are fine, link-local (cloud metadata) and other special addresses are not,
+and a DNS answer cannot change between the check and the connection.
 
 Failures are data for the model: HTTP 4xx/5xx → ``http_error`` (408, 425, 429, 502, 503, 504
 and connection failures are transient: retried for idempotent tools), a body that is not JSON
@@ -25,6 +29,7 @@ import httpx
 from django.conf import settings
 
 from tools.errors import ToolErrorCode, ToolHandlerError, TransientToolError
+from tools.net import AddressPolicy, PinnedTransport, UnsafeAddress
 
 PLACEHOLDER = re.compile(
     r"\$\{secret:(?P<secret>[A-Za-z0-9_]+)\}|\{(?P<argument>[A-Za-z_][A-Za-z0-9_]*)\}"
@@ -86,7 +91,8 @@ class HttpHandler:
         if self.body == "json":
             request["json"] = rest
         elif self.body == "query":
-            request["params"] = _query(rest)
+            # httpx replaces a URL's query by ``params``: keep the template's own query first.
+            request["params"] = list(httpx.URL(url).params.multi_items()) + _query(rest)
         timeout = _remaining(context)
         status, content_type, body = _send(self.tool, self.method, url, headers, timeout, request)
         return self._result(status, content_type, body)
@@ -161,6 +167,14 @@ def _fill(template: str, arguments: dict[str, Any], tool: str) -> str:
                 {"argument": match["argument"]},
             )
         text = value if isinstance(value, str) else json.dumps(value)
+        if text in {"", ".", ".."}:
+            # quote() leaves dots alone, and "." / ".." / "" would climb or add a segment.
+            raise ToolHandlerError(
+                ToolErrorCode.INVALID_ARGUMENTS,
+                f"{tool}: the argument {match['argument']!r} cannot be {text!r} (it is one "
+                "segment of the URL's path).",
+                {"argument": match["argument"]},
+            )
         return quote(text, safe="")
 
     return PLACEHOLDER.sub(replace, template)
@@ -202,6 +216,11 @@ def _send(
                         f"{tool}: the service's answer is larger than {MAX_RESPONSE_BYTES} bytes.",
                     )
             return response.status_code, response.headers.get("content-type", ""), bytes(body)
+    except UnsafeAddress as exc:
+        raise ToolHandlerError(
+            ToolErrorCode.TOOL_FAILED,
+            f"{tool}: the service's address is not allowed ({exc.why}).",
+        ) from exc
     except httpx.TimeoutException as exc:
         raise ToolHandlerError(
             ToolErrorCode.TIMEOUT,
@@ -221,7 +240,13 @@ def _http_client() -> httpx.Client:
     global _client
     with _client_lock:
         if _client is None:
-            _client = httpx.Client(follow_redirects=False)
+            _client = httpx.Client(
+                transport=PinnedTransport(AddressPolicy(public_only=False)),
+                follow_redirects=False,
+                # No proxy from the environment: it would take the request past the pinned
+                # transport, and resolve the name itself.
+                trust_env=False,
+            )
         return _client
 
 

@@ -8,19 +8,24 @@ from tools.executor import (
     execute_tool,
     execute_tool_calls,
 )
+from tools.net import AddressPolicy, PinnedTransport, UnsafeAddress, resolve_address
 from tools.registry import ToolDefinition, ToolRegistry, get_tool_registry
 from tools.validation import find_violations, summarize_violations
 
 __all__ = [
+    "AddressPolicy",
+    "PinnedTransport",
     "PlannedCall",
     "ToolContext",
     "ToolDefinition",
     "ToolOutcome",
     "ToolRegistry",
+    "UnsafeAddress",
     "execute_tool",
     "execute_tool_calls",
     "find_violations",
     "get_tool_registry",
+    "resolve_address",
     "result_for_model",
     "summarize_violations",
 ]

@@ -42,6 +42,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from traces.errors import AuditRecordImmutable, NonFiniteNumber
+from traces.keys import checkpoint_verify_keys
 from traces.models import (
     AuditChainHead,
     AuditCheckpoint,
@@ -229,10 +230,18 @@ def hash_of_link(link: AuditRunLink) -> str:
     )
 
 
-def sign_link(role: str, tenant: str, sequence: int, link_hash: str) -> str:
+def sign_link(role: str, tenant: str, sequence: int, link_hash: str, key: bytes = b"") -> str:
     """HMAC of a chain head or checkpoint: ``role`` keeps one from passing for the other."""
     message = canonical_json([role, tenant, sequence, link_hash]).encode()
-    return hmac.new(_checkpoint_key(), message, hashlib.sha256).hexdigest()
+    return hmac.new(key or _checkpoint_key(), message, hashlib.sha256).hexdigest()
+
+
+def link_signature_valid(signature: str, role: str, tenant: str, sequence: int, h: str) -> bool:
+    """Signed by any listed checkpoint key (rotation: older keys still verify)."""
+    return any(
+        hmac.compare_digest(signature, sign_link(role, tenant, sequence, h, key))
+        for key in checkpoint_verify_keys()
+    )
 
 
 def _checkpoint_key() -> bytes:
@@ -421,9 +430,7 @@ def verify_chain(tenant: str) -> ChainReport:
     start, prev_hash = 0, GENESIS_HASH
     if checkpoint is not None:
         start, prev_hash = checkpoint.sequence, checkpoint.hash
-        if not hmac.compare_digest(
-            checkpoint.signature, sign_link("checkpoint", tenant, start, prev_hash)
-        ):
+        if not link_signature_valid(checkpoint.signature, "checkpoint", tenant, start, prev_hash):
             broken = ChainBreak(
                 start, "the retention checkpoint's signature does not match", level="tenant"
             )
@@ -589,7 +596,7 @@ def _head_fault(tenant: str, last: int, last_hash: str) -> ChainBreak | None:
         if last == 0:
             return None
         return ChainBreak(last, "the chain has links but no head", level="tenant")
-    if not hmac.compare_digest(head.signature, sign_link("head", tenant, head.sequence, head.hash)):
+    if not link_signature_valid(head.signature, "head", tenant, head.sequence, head.hash):
         return ChainBreak(
             head.sequence, "the chain head's signature does not match", level="tenant"
         )

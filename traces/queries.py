@@ -4,6 +4,7 @@ from typing import Any
 
 from django.conf import settings
 
+from traces.keys import fingerprint_search_keys
 from traces.masking import FINGERPRINTED_KINDS, fingerprint
 from traces.masking.kinds import search_forms
 from traces.masking.plugins import configured_detectors, searchable_kinds, tenant_detectors
@@ -55,16 +56,17 @@ def get_trace(request_id: str) -> dict[str, Any]:
 
 def identifier_digests(value: str, tenant: str | None = None) -> dict[str, str]:
     """The fingerprint ``value`` would have as each kind it can be: ``{digest: kind}``
-    (built-in kinds, kinds of configured detectors and of ``tenant``'s custom patterns)."""
-    key = settings.HARNESS_FINGERPRINT_KEY.encode()
+    (built-in kinds, kinds of configured detectors and of ``tenant``'s custom patterns),
+    under every listed fingerprint key: older keys too, so rotation keeps search working."""
     digests = {}
-    for kind in FINGERPRINTED_KINDS:
-        for normalized in search_forms(kind, value):
-            digests[fingerprint(key, kind, normalized)] = kind
     configured_detectors(settings.HARNESS_MASKING_DETECTORS)
     tenant_detectors(tenant)  # registers the tenant's kinds in this process
-    for rules in searchable_kinds():
-        digests[fingerprint(key, rules.kind, rules.normalize(value))] = rules.kind
+    for key in fingerprint_search_keys():
+        for kind in FINGERPRINTED_KINDS:
+            for normalized in search_forms(kind, value):
+                digests[fingerprint(key, kind, normalized)] = kind
+        for rules in searchable_kinds():
+            digests[fingerprint(key, rules.kind, rules.normalize(value))] = rules.kind
     return digests
 
 

@@ -13,6 +13,7 @@ from rest_framework.renderers import BaseRenderer
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
+from harness.api.parsers import event_cursor
 from harness.events import list_events_after
 from harness.models import TERMINAL_STATUSES, Run
 from harness.queries import access_run_by_id
@@ -44,8 +45,9 @@ class RunEventsView(APIView):
     def get(self, request: Request, run_id: str) -> StreamingHttpResponse:
         """Stream the run's events; ends after the run finishes and every event was sent."""
         run = access_run_by_id(request.user.tenant, run_id)
-        raw = request.headers.get("Last-Event-ID") or request.query_params.get("after") or "0"
-        after = int(raw) if raw.isdigit() else 0
+        after = event_cursor(
+            request.headers.get("Last-Event-ID"), request.query_params.get("after")
+        )
         response = StreamingHttpResponse(_stream(run.id, after), content_type="text/event-stream")
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"

@@ -5,15 +5,19 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
+from harness.api.parsers import RequestTooLarge
 from harness.errors import ErrorCode
 
 logger = logging.getLogger(__name__)
 
 _DRF_CODES: list[tuple[type[exceptions.APIException], ErrorCode]] = [
+    (RequestTooLarge, ErrorCode.REQUEST_TOO_LARGE),
     (exceptions.ParseError, ErrorCode.MALFORMED_JSON),
     (exceptions.NotAuthenticated, ErrorCode.UNAUTHENTICATED),
     (exceptions.AuthenticationFailed, ErrorCode.INVALID_API_KEY),
@@ -28,6 +32,10 @@ _DRF_CODES: list[tuple[type[exceptions.APIException], ErrorCode]] = [
 
 def render_api_error(exc: Exception, context: dict[str, Any]) -> Response:
     """Wrap DRF's handler (keeping its rollback and headers) and render our format."""
+    if isinstance(exc, RequestDataTooBig):  # Django read the body before our parser did
+        exc = RequestTooLarge(
+            f"The request body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes."
+        )
     if _is_domain_error(exc):
         response = _error_response(exc.http_status, exc.code, exc.message, exc.details)
         for header, value in getattr(exc, "headers", {}).items():

@@ -1,3 +1,4 @@
+from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -7,19 +8,36 @@ from harness.models import Run, RunMode, RunStatus
 from policy import services as policy
 from traces.services import unseal
 
+# Budgets and counters are stored as 32-bit integers (and compared with 64-bit ones).
+MAX_INT32 = 2_147_483_647
 
-class RunBudgetSerializer(serializers.Serializer):
+
+class StrictSerializer(serializers.Serializer):
+    """Refuses fields it does not know (a typo such as ``callback_uri`` must not be ignored)."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            known = {name for name, field in self.fields.items() if not field.read_only}
+            unknown = sorted(str(key) for key in data if key not in known)
+            if unknown:
+                raise serializers.ValidationError(
+                    {key: [f"Unknown field; known: {', '.join(sorted(known))}."] for key in unknown}
+                )
+        return super().to_internal_value(data)
+
+
+class RunBudgetSerializer(StrictSerializer):
     """Per-request budget: lowers or raises the agent's, up to the tenant's maximum."""
 
-    max_tokens = serializers.IntegerField(required=False, min_value=1)
+    max_tokens = serializers.IntegerField(required=False, min_value=1, max_value=MAX_INT32)
     max_cost_usd = serializers.DecimalField(
         required=False, max_digits=12, decimal_places=6, min_value=Decimal("0.000001")
     )
-    max_tool_calls = serializers.IntegerField(required=False, min_value=1)
-    max_calls_per_tool = serializers.IntegerField(required=False, min_value=1)
+    max_tool_calls = serializers.IntegerField(required=False, min_value=1, max_value=MAX_INT32)
+    max_calls_per_tool = serializers.IntegerField(required=False, min_value=1, max_value=MAX_INT32)
 
 
-class RunCreateSerializer(serializers.Serializer):
+class RunCreateSerializer(StrictSerializer):
     agent = serializers.CharField(max_length=100)
     user = serializers.CharField(max_length=200, help_text="The end user the agent acts for.")
     input = serializers.CharField(max_length=100_000, trim_whitespace=False)
@@ -103,6 +121,14 @@ class RunFilterSerializer(serializers.Serializer):
     )
 
 
+class RunPageSerializer(serializers.Serializer):
+    results = RunSerializer(many=True)
+    next_cursor = serializers.CharField(
+        allow_null=True,
+        help_text="A time (UTC): pass it as cursor for the next page; null on the last page.",
+    )
+
+
 class ApprovalSerializer(serializers.Serializer):
     call_id = serializers.CharField()
     tool = serializers.CharField()
@@ -120,7 +146,7 @@ class ApprovalSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField()
 
 
-class ApprovalDecisionSerializer(serializers.Serializer):
+class ApprovalDecisionSerializer(StrictSerializer):
     decision = serializers.ChoiceField(choices=["approve", "deny"])
     arguments_sha256 = serializers.RegexField(
         r"^[0-9a-f]{64}$", help_text="SHA-256 of the arguments you decided on, as listed."
@@ -147,7 +173,7 @@ class TraceSerializer(serializers.Serializer):
     spans = SpanSerializer(many=True)
 
 
-class WhatIfSerializer(serializers.Serializer):
+class WhatIfSerializer(StrictSerializer):
     """A proposed policy change (each edit shaped like the policy API's bodies; the policy
     service checks their meaning) and how many of the latest runs to examine."""
 

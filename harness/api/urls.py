@@ -1,6 +1,6 @@
 from django.urls import path
 
-from harness.api import events, reports, views
+from harness.api import events, reports, schema, views  # noqa: F401 (schema: extensions)
 
 urlpatterns = [
     path("runs", views.RunListView.as_view(), name="run-list"),

@@ -11,6 +11,7 @@ from harness.api.serializers import (
     ApprovalSerializer,
     RunCreateSerializer,
     RunFilterSerializer,
+    RunPageSerializer,
     RunSerializer,
     TraceSerializer,
     WhatIfSerializer,
@@ -73,7 +74,9 @@ class RunListView(APIView):
         http_status = status.HTTP_200_OK if run.is_terminal else status.HTTP_202_ACCEPTED
         return Response(RunSerializer(run).data, status=http_status)
 
-    @extend_schema(parameters=[RunFilterSerializer], responses=RunSerializer(many=True))
+    @extend_schema(
+        operation_id="runs_list", parameters=[RunFilterSerializer], responses=RunPageSerializer
+    )
     def get(self, request: Request) -> Response:
         """The tenant's runs, newest first, filtered by status, agent, user, session or time."""
         filters = RunFilterSerializer(data=request.query_params)

@@ -9,6 +9,7 @@ import secrets
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 from harness.settings.env import (
     derive_key,
@@ -16,10 +17,12 @@ from harness.settings.env import (
     env_float,
     env_int,
     env_json,
+    env_keys,
     env_list,
     env_paths,
     env_prefixed,
     env_str,
+    hkdf,
 )
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
@@ -40,6 +43,31 @@ SECRET_KEY = env_str("DJANGO_SECRET_KEY") or _embedded_secret_key()
 DEBUG = env_bool("DJANGO_DEBUG", default=False)
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS") or ["localhost", "127.0.0.1", "[::1]"]
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS")
+
+# --- HTTPS (README "Configuration"; docker-compose turns them on) ----------------------------
+# Behind a TLS-terminating proxy: the header it sets and the value meaning https, e.g.
+# DJANGO_SECURE_PROXY_SSL_HEADER=X-Forwarded-Proto:https. Trust it only if the proxy always
+# sets (or strips) that header.
+_PROXY_SSL_HEADER = env_str("DJANGO_SECURE_PROXY_SSL_HEADER")
+if _PROXY_SSL_HEADER:
+    _header, _, _value = _PROXY_SSL_HEADER.partition(":")
+    if not _header.strip() or not _value.strip():
+        raise ImproperlyConfigured(
+            f"DJANGO_SECURE_PROXY_SSL_HEADER={_PROXY_SSL_HEADER!r}: use HEADER:VALUE, "
+            "e.g. X-Forwarded-Proto:https"
+        )
+    SECURE_PROXY_SSL_HEADER = (
+        "HTTP_" + _header.strip().upper().replace("-", "_"),
+        _value.strip(),
+    )
+SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", default=False)
+# The container health check calls /healthz over plain HTTP from inside.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+SECURE_HSTS_SECONDS = env_int("DJANGO_SECURE_HSTS_SECONDS", 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", default=False)
+SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", default=False)
+SESSION_COOKIE_SECURE = env_bool("DJANGO_SESSION_COOKIE_SECURE", default=False)
+CSRF_COOKIE_SECURE = env_bool("DJANGO_CSRF_COOKIE_SECURE", default=False)
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -62,6 +90,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "harness.api.middleware.refuse_unservable_requests",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -176,7 +205,7 @@ STORAGES = {
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["harness.api.authentication.TenantApiKeyAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["harness.api.authentication.IsTenantClient"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["harness.api.parsers.BoundedJSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "EXCEPTION_HANDLER": "harness.api.exceptions.render_api_error",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
@@ -190,6 +219,16 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "harness.api.schema.document_error_statuses",
+    ],
+    "ENUM_NAME_OVERRIDES": {
+        "PermissionEffectEnum": ["allow", "deny"],
+        "RuleEffectEnum": ["refuse", "require_approval"],
+    },
+    "SWAGGER_UI_SETTINGS": {"persistAuthorization": True},
 }
 
 # --- Harness --------------------------------------------------------------------------------
@@ -242,12 +281,18 @@ CASBIN_MODEL = str(BASE_DIR / "policy" / "rbac_with_domains.conf")
 # --- Traces: masking, audit chain, retention, OpenTelemetry ---------------------------------
 # Keys default to ones derived from SECRET_KEY; set them explicitly in production, because
 # rotating SECRET_KEY would otherwise orphan every stored fingerprint and checkpoint signature.
-HARNESS_FINGERPRINT_KEY = env_str("HARNESS_FINGERPRINT_KEY") or derive_key(
-    SECRET_KEY, "harness.fingerprint"
+# Each variable takes several keys, newest first (comma-separated): the first writes, all read.
+# The ``*_KEYS`` lists hold the key material; the key in use is derived from it with HKDF.
+HARNESS_FINGERPRINT_KEYS = env_keys(
+    "HARNESS_FINGERPRINT_KEY", derive_key(SECRET_KEY, "harness.fingerprint")
 )
-HARNESS_AUDIT_CHECKPOINT_KEY = env_str("HARNESS_AUDIT_CHECKPOINT_KEY") or derive_key(
-    SECRET_KEY, "harness.audit-checkpoint"
+HARNESS_FINGERPRINT_KEY = hkdf(HARNESS_FINGERPRINT_KEYS[0], "harness.fingerprint.v2").hex()
+HARNESS_AUDIT_CHECKPOINT_KEYS = env_keys(
+    "HARNESS_AUDIT_CHECKPOINT_KEY", derive_key(SECRET_KEY, "harness.audit-checkpoint")
 )
+HARNESS_AUDIT_CHECKPOINT_KEY = hkdf(
+    HARNESS_AUDIT_CHECKPOINT_KEYS[0], "harness.audit-checkpoint.v2"
+).hex()
 # Masking v2 (README "Masking"): regions a phone number written nationally is looked up in,
 # and extra detectors (dotted paths to a detector, its class or a factory).
 HARNESS_PHONE_REGIONS = tuple(
@@ -268,7 +313,8 @@ CELERY_BEAT_SCHEDULE["traces.delete_expired_traces"] = {
     "schedule": env_float("HARNESS_TRACE_RETENTION_INTERVAL_S", 3600.0, minimum=1.0),
 }
 # Encrypts the clear working copy of runs (the readable copies are masked).
-HARNESS_SEALING_KEY = env_str("HARNESS_SEALING_KEY") or derive_key(SECRET_KEY, "harness.sealing")
+# Newest first; ``manage.py reseal`` re-encrypts everything with the first one.
+HARNESS_SEALING_KEYS = env_keys("HARNESS_SEALING_KEY", derive_key(SECRET_KEY, "harness.sealing"))
 # --- Policy: tenant limits, budgets, approvals (see README "Policies") ----------------------
 # Deployment defaults; a tenant's TenantLimits row (admin) overrides each. 0 = unlimited.
 HARNESS_TENANT_RUNS_PER_SECOND = env_int("HARNESS_TENANT_RUNS_PER_SECOND", 10, minimum=1)
@@ -291,6 +337,8 @@ CELERY_BEAT_SCHEDULE["expire-approvals"] = {
     "schedule": env_float("HARNESS_SWEEP_INTERVAL_S", 15.0, minimum=0.5),
 }
 
+# Every log record is cleaned of secrets and personal data when it is made (harness.logs).
+LOGGING_CONFIG = "harness.logs.configure"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -298,6 +346,12 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("HARNESS_LOG_LEVEL", "INFO")},
     # pycasbin logs the whole model and policy at INFO on every load.
-    # httpx2 (the model SDKs' transport) logs every request at INFO.
-    "loggers": {"casbin": {"level": "WARNING"}, "httpx2": {"level": "WARNING"}},
+    # httpx, httpcore and httpx2 (the model SDKs' transport) log every request's full URL
+    # (a tool's URL may hold a secret, a callback URL a token): only their warnings.
+    "loggers": {
+        "casbin": {"level": "WARNING"},
+        "httpx": {"level": "WARNING"},
+        "httpcore": {"level": "WARNING"},
+        "httpx2": {"level": "WARNING"},
+    },
 }

@@ -82,6 +82,47 @@ def derive_key(secret: str, purpose: str) -> str:
     return hmac.new(secret.encode(), purpose.encode(), hashlib.sha256).hexdigest()
 
 
+# A key shorter than this cannot carry 128 bits even as random base64 text; refuse it rather
+# than pad it (a 16-character key once left half of the cipher key zero).
+MIN_KEY_CHARS = 32
+
+
+def env_keys(name: str, default: str) -> list[str]:
+    """The keys of ``name`` (or ``NAME_FILE``), newest first, separated by commas.
+
+    The first key writes; every key reads (rotation: put the new key first, keep the old ones
+    until ``manage.py reseal`` has run). Each must have at least ``MIN_KEY_CHARS`` characters;
+    with none set, ``[default]``. Keys are key *material*: users derive the real key with
+    HKDF for their purpose (``hkdf``), so any text of enough entropy will do.
+    """
+    raw = env_str(name)
+    keys = [key.strip() for key in raw.split(",")]
+    if not raw.strip():
+        return [default]
+    for position, key in enumerate(keys, start=1):
+        if len(key) < MIN_KEY_CHARS:
+            where = f"key {position} of {len(keys)}" if len(keys) > 1 else "the key"
+            raise ImproperlyConfigured(
+                f"{name}: {where} has {len(key)} characters; each key needs at least "
+                f"{MIN_KEY_CHARS} (make one with: python -c 'import secrets; "
+                "print(secrets.token_urlsafe(32))'). Several keys are separated by commas, "
+                "newest first."
+            )
+    if len(set(keys)) != len(keys):
+        raise ImproperlyConfigured(f"{name}: the same key is listed twice.")
+    return keys
+
+
+def hkdf(material: str, purpose: str, length: int = 32) -> bytes:
+    """``length`` bytes for ``purpose`` from key material (HKDF-SHA256, RFC 5869)."""
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+    return HKDF(algorithm=hashes.SHA256(), length=length, salt=None, info=purpose.encode()).derive(
+        material.encode()
+    )
+
+
 def env_json(name: str, default: Any) -> Any:
     """A JSON value, from the variable or from the file named by ``NAME_FILE``."""
     raw = env_str(name)

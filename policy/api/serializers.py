@@ -1,20 +1,37 @@
 """Shapes of the policy API (shape only; the services check meaning)."""
 
+from collections.abc import Mapping
+from typing import Any
+
 from rest_framework import serializers
 
 
-class PermissionSerializer(serializers.Serializer):
+class StrictSerializer(serializers.Serializer):
+    """Refuses fields it does not know (a typo such as ``callback_uri`` must not be ignored)."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            known = {name for name, field in self.fields.items() if not field.read_only}
+            unknown = sorted(str(key) for key in data if key not in known)
+            if unknown:
+                raise serializers.ValidationError(
+                    {key: [f"Unknown field; known: {', '.join(sorted(known))}."] for key in unknown}
+                )
+        return super().to_internal_value(data)
+
+
+class PermissionSerializer(StrictSerializer):
     subject = serializers.CharField(max_length=200, help_text="A user or a role.")
     scope = serializers.CharField(max_length=200, help_text="object:action, e.g. ticket:write")
     effect = serializers.ChoiceField(choices=["allow", "deny"], default="allow")
 
 
-class RoleSerializer(serializers.Serializer):
+class RoleSerializer(StrictSerializer):
     user = serializers.CharField(max_length=200)
     role = serializers.CharField(max_length=200)
 
 
-class RuleSerializer(serializers.Serializer):
+class RuleSerializer(StrictSerializer):
     name = serializers.CharField(max_length=100)
     kind = serializers.ChoiceField(choices=["flow", "exclusive", "call"])
     effect = serializers.ChoiceField(choices=["refuse", "require_approval"])
@@ -43,3 +60,34 @@ class ChangeSerializer(serializers.Serializer):
     before = serializers.JSONField()
     after = serializers.JSONField()
     created_at = serializers.DateTimeField()
+
+
+# --- Responses -------------------------------------------------------------------------------
+
+
+class PolicySerializer(serializers.Serializer):
+    policy_version = serializers.IntegerField()
+    permissions = PermissionSerializer(many=True)
+    roles = RoleSerializer(many=True)
+    rules = RuleSerializer(many=True)
+
+
+class PolicyVersionSerializer(serializers.Serializer):
+    policy_version = serializers.IntegerField(help_text="The policy version the edit produced.")
+
+
+class PermissionEditSerializer(PolicyVersionSerializer):
+    permission = PermissionSerializer()
+
+
+class RoleEditSerializer(PolicyVersionSerializer):
+    role = RoleSerializer()
+
+
+class RuleEditSerializer(PolicyVersionSerializer):
+    rule = RuleSerializer()
+
+
+class BudgetSerializer(serializers.Serializer):
+    today = serializers.DictField(help_text="Today's spend of the tenant (UTC day).")
+    limits = serializers.DictField(help_text="The tenant's limits (null: the default).")

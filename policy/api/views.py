@@ -17,12 +17,20 @@ from rest_framework.views import APIView
 
 from policy import services as policy
 from policy.api.serializers import (
+    BudgetSerializer,
     ChangeSerializer,
+    PermissionEditSerializer,
     PermissionSerializer,
+    PolicySerializer,
+    PolicyVersionSerializer,
+    RoleEditSerializer,
     RoleSerializer,
+    RuleEditSerializer,
     RuleSerializer,
     RuleUpdateSerializer,
 )
+from policy.errors import InvalidRule
+from tools.services import get_tool_registry
 
 ACTING_USER_HEADER = "X-Harness-User"
 ACTING_USER = OpenApiParameter(
@@ -49,7 +57,7 @@ class PolicyAdminView(APIView):
 
 
 class PolicyView(PolicyAdminView):
-    @extend_schema(parameters=[ACTING_USER])
+    @extend_schema(responses=PolicySerializer, parameters=[ACTING_USER])
     def get(self, request: Request) -> Response:
         """The tenant's permissions, role assignments and rules, and the policy version."""
         data = policy.list_lines(self.tenant)
@@ -58,7 +66,11 @@ class PolicyView(PolicyAdminView):
 
 
 class PermissionView(PolicyAdminView):
-    @extend_schema(request=PermissionSerializer, parameters=[ACTING_USER])
+    @extend_schema(
+        request=PermissionSerializer,
+        responses={201: PermissionEditSerializer},
+        parameters=[ACTING_USER],
+    )
     def post(self, request: Request) -> Response:
         """Allow (or deny) a user or role a scope."""
         data = _valid(PermissionSerializer, request.data)
@@ -67,8 +79,11 @@ class PermissionView(PolicyAdminView):
         )
         return self.edited(version, status.HTTP_201_CREATED, permission=data)
 
-    @extend_schema(request=PermissionSerializer, parameters=[ACTING_USER])
+    @extend_schema(
+        request=PermissionSerializer, responses=PolicyVersionSerializer, parameters=[ACTING_USER]
+    )
     def delete(self, request: Request) -> Response:
+        """Remove a permission line."""
         data = _valid(PermissionSerializer, request.data)
         version = policy.remove_permission(
             self.tenant, data["subject"], data["scope"], data["effect"], actor=self.actor
@@ -77,15 +92,20 @@ class PermissionView(PolicyAdminView):
 
 
 class RoleView(PolicyAdminView):
-    @extend_schema(request=RoleSerializer, parameters=[ACTING_USER])
+    @extend_schema(
+        request=RoleSerializer, responses={201: RoleEditSerializer}, parameters=[ACTING_USER]
+    )
     def post(self, request: Request) -> Response:
         """Give a user a role in this tenant."""
         data = _valid(RoleSerializer, request.data)
         version = policy.assign_role(self.tenant, data["user"], data["role"], actor=self.actor)
         return self.edited(version, status.HTTP_201_CREATED, role=data)
 
-    @extend_schema(request=RoleSerializer, parameters=[ACTING_USER])
+    @extend_schema(
+        request=RoleSerializer, responses=PolicyVersionSerializer, parameters=[ACTING_USER]
+    )
     def delete(self, request: Request) -> Response:
+        """Take a role back."""
         data = _valid(RoleSerializer, request.data)
         version = policy.unassign_role(self.tenant, data["user"], data["role"], actor=self.actor)
         return self.edited(version)
@@ -97,11 +117,14 @@ class RuleListView(PolicyAdminView):
         """The shipped defaults (``default: true``) and the tenant's chain and call rules."""
         return Response([rule.to_dict() for rule in policy.list_rules(self.tenant)])
 
-    @extend_schema(request=RuleSerializer, responses=RuleSerializer, parameters=[ACTING_USER])
+    @extend_schema(
+        request=RuleSerializer, responses={201: RuleEditSerializer}, parameters=[ACTING_USER]
+    )
     def post(self, request: Request) -> Response:
-        rule, version = policy.create_rule(
-            self.tenant, _valid(RuleSerializer, request.data), actor=self.actor
-        )
+        """Add a chain or call rule."""
+        data = _valid(RuleSerializer, request.data)
+        _refuse_rules_that_never_fire(data)
+        rule, version = policy.create_rule(self.tenant, data, actor=self.actor)
         return self.edited(version, status.HTTP_201_CREATED, rule=rule.to_dict())
 
 
@@ -110,13 +133,16 @@ class RuleDetailView(PolicyAdminView):
     def get(self, request: Request, name: str) -> Response:
         return Response(policy.get_rule(self.tenant, name).to_dict())
 
-    @extend_schema(request=RuleUpdateSerializer, parameters=[ACTING_USER])
+    @extend_schema(
+        request=RuleUpdateSerializer, responses=RuleEditSerializer, parameters=[ACTING_USER]
+    )
     def patch(self, request: Request, name: str) -> Response:
         data = _valid(RuleUpdateSerializer, request.data, partial=True)
+        _refuse_rules_that_never_fire({**policy.get_rule(self.tenant, name).to_dict(), **data})
         rule, version = policy.update_rule(self.tenant, name, data, actor=self.actor)
         return self.edited(version, rule=rule.to_dict())
 
-    @extend_schema(parameters=[ACTING_USER])
+    @extend_schema(responses=PolicyVersionSerializer, parameters=[ACTING_USER])
     def delete(self, request: Request, name: str) -> Response:
         return self.edited(policy.delete_rule(self.tenant, name, actor=self.actor))
 
@@ -129,7 +155,7 @@ class ChangeListView(PolicyAdminView):
 
 
 class BudgetView(PolicyAdminView):
-    @extend_schema(parameters=[ACTING_USER])
+    @extend_schema(responses=BudgetSerializer, parameters=[ACTING_USER])
     def get(self, request: Request) -> Response:
         """Today's spend of the tenant and its limits."""
         limits = policy.tenant_limits(self.tenant)
@@ -140,3 +166,18 @@ def _valid(serializer_class: type, data: Any, partial: bool = False) -> dict[str
     body = serializer_class(data=data, partial=partial)
     body.is_valid(raise_exception=True)
     return dict(body.validated_data)
+
+
+def _refuse_rules_that_never_fire(rule: dict[str, Any]) -> None:
+    """A call rule requiring approval for a tool whose file says ``approval: "never"`` would
+    be accepted and never fire (the tool's own setting wins): refuse it, naming the tool."""
+    if rule.get("kind") != "call" or rule.get("effect") != "require_approval":
+        return
+    tool = get_tool_registry().get(str(rule.get("tool") or ""))
+    if tool is not None and tool.approval == "never":
+        raise InvalidRule(
+            f'{tool.name}\'s tool file says approval: "never", so this rule would never '
+            'hold a call; change the tool file\'s approval to "policy", or use effect '
+            '"refuse".',
+            {"field": "tool", "tool": tool.name},
+        )

@@ -187,7 +187,9 @@ def test_fingerprints_are_keyed_so_another_key_finds_nothing(acme, pii_agent, se
     run = start_pii_run(acme, pii_agent).json()
     assert find_runs_by_identifier("acme", pii.EMAIL) == [run["request_id"]]
 
+    # A replacement key (the old one no longer listed; rotation would keep it listed).
     settings.HARNESS_FINGERPRINT_KEY = "another-key"
+    settings.HARNESS_FINGERPRINT_KEYS = ["another-key-of-at-least-thirty-two-characters"]
 
     assert find_runs_by_identifier("acme", pii.EMAIL) == []
 
