@@ -20,8 +20,8 @@ from policy.models import (
     BudgetLedger,
     PolicyChange,
     PolicyRule,
-    PolicyVersion,
     TenantLimits,
+    TenantPolicyVersion,
     ToolApproval,
 )
 
@@ -41,9 +41,9 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
 
-@admin.register(PolicyVersion)
-class PolicyVersionAdmin(ReadOnlyAdmin):
-    list_display = ["version", "updated_at"]
+@admin.register(TenantPolicyVersion)
+class TenantPolicyVersionAdmin(ReadOnlyAdmin):
+    list_display = ["tenant", "version", "updated_at"]
 
 
 @admin.register(PolicyChange)

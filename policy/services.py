@@ -14,12 +14,15 @@ from policy.acl import (
     add_permission,
     assign_role,
     authorize_scopes,
+    bump_all_versions,
     bump_version,
     decide,
     list_changes,
     list_lines,
     remove_permission,
     require_scope,
+    role_name,
+    role_subject,
     unassign_role,
 )
 from policy.approvals import (
@@ -47,7 +50,7 @@ from policy.budget import (
     tenant_day_usage,
     usd_to_micros,
 )
-from policy.engine import Decision, current_version
+from policy.engine import ROLE_PREFIX, Decision, current_version
 from policy.limits import (
     admit_run,
     admit_tool_call,
@@ -79,6 +82,7 @@ POLICY_ADMIN_SCOPE = "policy:admin"
 __all__ = [
     "APPROVER_SCOPE",
     "POLICY_ADMIN_SCOPE",
+    "ROLE_PREFIX",
     "ApprovalStatus",
     "BudgetStop",
     "Decision",
@@ -130,6 +134,8 @@ __all__ = [
     "reserve_model_call",
     "resolve_run_budget",
     "resume_run_slot",
+    "role_name",
+    "role_subject",
     "run_tool_limits",
     "run_usage",
     "settle_model_call",
@@ -141,10 +147,11 @@ __all__ = [
 ]
 
 
-def bump_policy_version() -> int:
-    """Mark the rules changed (e.g. after a bulk load): every process reloads them."""
+def bump_policy_version(tenant: str | None = None) -> int:
+    """Mark a tenant's rules changed (``None``: every tenant's, e.g. after a bulk load): every
+    process reloads them. Returns the tenant's new version (the highest, for all)."""
     with transaction.atomic():
-        return bump_version()
+        return bump_version(tenant) if tenant is not None else bump_all_versions()
 
 
 def resolve_run_budget(
