@@ -24,6 +24,7 @@ from gateway.messages import Message, ModelResponse, ToolSpec
 from gateway.services import estimate_cost_usd
 from gateway.tokens import estimate_tokens
 from harness.agent_registry import AgentSpec
+from harness.approval_wait import requeue_after_approvals
 from harness.models import Run, RunStatus
 from policy import services as policy
 from traces.services import OpenSpan, SpanKind, SpanStatus, TraceRecorder
@@ -145,9 +146,8 @@ def resume_if_decided(run_id: str) -> bool:
     if policy.has_pending_approvals(run_id):
         return False
     with transaction.atomic():
-        moved = Run.objects.filter(id=run_id, status=RunStatus.AWAITING_APPROVAL).update(
-            status=RunStatus.QUEUED, updated_at=timezone.now()
-        )
+        # sec-authz: waiting for approval does not count against the deadline.
+        moved = requeue_after_approvals(run_id)
         if moved:
             transaction.on_commit(lambda: _enqueue_resume(run_id))
     return bool(moved)

@@ -407,6 +407,7 @@ def _hold(
         rule=verdict.rule,
         reason=verdict.reason,
         policy_version=verdict.version,
+        self_approval=tool.self_approval,  # four eyes unless the tool file says otherwise
     )
     _record_check(
         scope,

@@ -173,6 +173,10 @@ class ToolApproval(models.Model):
     rule = models.CharField(max_length=100)
     reason = models.TextField()
     policy_version = models.PositiveBigIntegerField()
+    self_approval = models.BooleanField(
+        default=False,
+        help_text="the tool file lets the run's own end user approve this call",
+    )
     status = models.CharField(
         max_length=10, choices=ApprovalStatus.choices, default=ApprovalStatus.PENDING
     )

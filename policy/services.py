@@ -27,6 +27,8 @@ from policy.acl import (
 )
 from policy.approvals import (
     APPROVER_SCOPE,
+    SELF_APPROVAL_SCOPE,
+    add_decision_guard,
     approval_decided,
     decide_approval,
     expire_approvals,
@@ -83,6 +85,7 @@ __all__ = [
     "APPROVER_SCOPE",
     "POLICY_ADMIN_SCOPE",
     "ROLE_PREFIX",
+    "SELF_APPROVAL_SCOPE",
     "ApprovalStatus",
     "BudgetStop",
     "Decision",
@@ -95,6 +98,7 @@ __all__ = [
     "RuleVerdict",
     "RunBudget",
     "ToolApproval",
+    "add_decision_guard",
     "add_permission",
     "add_wall_time",
     "admit_run",
