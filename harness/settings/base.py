@@ -42,7 +42,7 @@ ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS") or ["localhost", "127.0.0.1", "
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS")
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "harness.admin_config.HarnessAdminConfig",  # django.contrib.admin, every page tenant-scoped
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
