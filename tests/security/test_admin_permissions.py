@@ -170,7 +170,7 @@ def test_no_row_is_visible_to_staff_of_two_tenants_and_global_pages_are_superuse
         seen_by_acme = visible(model_admin, acme_staff)
         seen_by_globex = visible(model_admin, globex_staff)
         if model_admin.is_global():
-            assert seen_by_acme is None and seen_by_globex is None, model._meta.label
+            assert (seen_by_acme, seen_by_globex) == (None, None), model._meta.label
             continue
         if seen_by_acme is None:  # e.g. superuser-only pages such as the grants
             continue
