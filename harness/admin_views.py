@@ -48,7 +48,7 @@ def run_replay_view(
 class PolicyChangeForm(forms.Form):
     tenant = forms.ModelChoiceField(queryset=Tenant.objects.none())
     op = forms.ChoiceField(choices=[("add", "add"), ("remove", "remove")], initial="add")
-    subject = forms.CharField(help_text="A user or role, e.g. bob or member.")
+    subject = forms.CharField(help_text="A user (bob) or a role (role:member).")
     scope = forms.CharField(help_text="object:action, e.g. ticket:write.")
     effect = forms.ChoiceField(choices=[("deny", "deny"), ("allow", "allow")], initial="deny")
     limit = forms.IntegerField(min_value=1, max_value=200, initial=20, help_text="Runs examined.")

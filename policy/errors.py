@@ -22,6 +22,7 @@ class PolicyErrorCode(StrEnum):
     APPROVAL_ARGUMENTS_MISMATCH = "approval_arguments_mismatch"
     APPROVER_IS_END_USER = "approver_is_end_user"
     RUN_NOT_AWAITING_APPROVAL = "run_not_awaiting_approval"
+    TOO_MANY_EVENT_STREAMS = "too_many_event_streams"
 
 
 class PolicyError(Exception):
@@ -82,6 +83,10 @@ class TooManyConcurrentRuns(Throttled):
 
 class TenantBusy(Throttled):
     code = PolicyErrorCode.TENANT_BUSY
+
+
+class TooManyEventStreams(Throttled):
+    code = PolicyErrorCode.TOO_MANY_EVENT_STREAMS
 
 
 class TenantBudgetExhausted(Throttled):

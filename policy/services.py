@@ -78,11 +78,14 @@ from policy.rules import (
     update_rule,
 )
 from policy.snapshot import PolicySnapshot, ProposedEdit, policy_snapshot
+from policy.streams import MAX_STREAM_S as MAX_EVENT_STREAM_S
+from policy.streams import close_event_stream, open_event_stream
 
 POLICY_ADMIN_SCOPE = "policy:admin"
 
 __all__ = [
     "APPROVER_SCOPE",
+    "MAX_EVENT_STREAM_S",
     "POLICY_ADMIN_SCOPE",
     "ROLE_PREFIX",
     "SELF_APPROVAL_SCOPE",
@@ -111,6 +114,7 @@ __all__ = [
     "check_call_rules",
     "check_chain_rules",
     "clear_limits",
+    "close_event_stream",
     "create_rule",
     "current_version",
     "decide",
@@ -129,6 +133,7 @@ __all__ = [
     "list_lines",
     "list_rules",
     "note_labels",
+    "open_event_stream",
     "open_run_budget",
     "pace_model_call",
     "policy_snapshot",

@@ -92,7 +92,11 @@ TEMPLATES = [
 # --- Database -------------------------------------------------------------------------------
 DATABASE_URL = env_str("DATABASE_URL")
 if DATABASE_URL:
-    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+    DATABASES = {
+        "default": dj_database_url.parse(
+            DATABASE_URL, conn_max_age=env_int("HARNESS_DB_CONN_MAX_AGE", 60, minimum=0)
+        )
+    }
 else:
     DATABASES = {
         "default": {"ENGINE": "django.db.backends.sqlite3", "NAME": VAR_DIR / "harness.sqlite3"}
@@ -280,6 +284,8 @@ HARNESS_TENANT_DAILY_TOOL_CALLS = env_int("HARNESS_TENANT_DAILY_TOOL_CALLS", 0, 
 # What a model call reserves for its answer on top of the prompt estimate.
 HARNESS_COMPLETION_RESERVE_TOKENS = env_int("HARNESS_COMPLETION_RESERVE_TOKENS", 1024, minimum=1)
 HARNESS_APPROVAL_TTL_S = env_int("HARNESS_APPROVAL_TTL_S", 86_400, minimum=1)
+# Live event streams (GET /runs/{id}/events) a tenant may hold open at once, all processes.
+HARNESS_EVENT_STREAMS_PER_TENANT = env_int("HARNESS_EVENT_STREAMS_PER_TENANT", 50, minimum=1)
 CELERY_BEAT_SCHEDULE["expire-approvals"] = {
     "task": "policy.expire_approvals",
     "schedule": env_float("HARNESS_SWEEP_INTERVAL_S", 15.0, minimum=0.5),
