@@ -59,8 +59,8 @@ class CasbinRuleForm(forms.ModelForm):
         fields = ["ptype", "v0", "v1", "v2", "v3", "v4"]
         labels = {
             "ptype": "Type (p = permission, g = role)",
-            "v0": "Subject (p) / user (g)",
-            "v1": "Tenant (p) / role (g)",
+            "v0": "Subject (p): a user, or role:<name> / user (g)",
+            "v1": "Tenant (p) / role (g), e.g. member (stored as role:member)",
             "v2": "Object (p) / tenant (g)",
             "v3": "Action (p)",
             "v4": "Effect (p): allow or deny",

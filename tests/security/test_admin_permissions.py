@@ -12,11 +12,6 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from django.test import Client, RequestFactory
 
-from harness.admin_site import (
-    HarnessAdminSite,
-    TenantScopedAdmin,
-    check_every_admin_is_scoped,
-)
 from harness.models import Run, StaffTenantGrant, Tenant, WebhookDelivery
 from policy.models import PolicyChange
 from tools.demo.models import Ticket
@@ -98,6 +93,8 @@ def test_view_only_staff_cannot_redeliver_a_webhook(acme):
 
 
 def test_every_registered_admin_is_scoped_and_every_action_names_its_permission():
+    from harness.admin_site import TenantScopedAdmin, check_every_admin_is_scoped
+
     for model, model_admin in admin.site._registry.items():
         assert isinstance(model_admin, TenantScopedAdmin), model._meta.label
         assert [e.id for e in model_admin.check() if e.id.startswith("harness.")] == [], model
@@ -105,6 +102,8 @@ def test_every_registered_admin_is_scoped_and_every_action_names_its_permission(
 
 
 def test_a_page_put_into_the_registry_unscoped_fails_the_system_check():
+    from harness.admin_site import check_every_admin_is_scoped
+
     class Leaky(admin.ModelAdmin):
         pass
 
@@ -118,6 +117,8 @@ def test_a_page_put_into_the_registry_unscoped_fails_the_system_check():
 
 
 def test_an_action_without_permissions_fails_the_check_and_is_not_offered(demo):
+    from harness.admin_site import HarnessAdminSite
+
     class Careless(admin.ModelAdmin):
         actions = ["wipe"]
 
@@ -136,6 +137,8 @@ def test_an_action_without_permissions_fails_the_check_and_is_not_offered(demo):
 
 
 def test_a_new_model_registered_plainly_is_scoped_by_default(demo):
+    from harness.admin_site import HarnessAdminSite
+
     site = HarnessAdminSite(name="plain")
     site.register(Ticket)  # no scoping declared anywhere
     user, _ = staff("acme-staff", "view_ticket")
