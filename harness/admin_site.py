@@ -24,7 +24,7 @@ from typing import Any
 
 from django.contrib import admin
 from django.core import checks
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import FieldDoesNotExist, PermissionDenied, ValidationError
 from django.db.models import Model, Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 
@@ -37,7 +37,7 @@ def infer_tenant_lookup(model: type[Model]) -> str:
     """The path from ``model`` to its tenant's slug, or ``GLOBAL``."""
     try:
         field = model._meta.get_field("tenant")
-    except Exception:
+    except FieldDoesNotExist:
         return GLOBAL
     related = getattr(field, "related_model", None)
     if related is None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import threading
 import time
 import uuid
@@ -48,6 +49,8 @@ from rest_framework.views import APIView
 from harness.models import TERMINAL_STATUSES, Run, RunEvent
 from harness.queries import access_run_by_id
 from policy import services as policy
+
+logger = logging.getLogger(__name__)
 
 POLL_INTERVAL_S = 0.2
 HEARTBEAT_S = 15.0
@@ -286,8 +289,9 @@ class EventHub:
             }
             try:
                 ended, events = await loop.run_in_executor(self._executor, _fetch, cursors)
-            except DatabaseError:
-                ended, events = set(), {}  # the next poll reconnects
+            except Exception:  # the poller outlives any one failure; the next poll retries
+                logger.exception("polling run events failed")
+                ended, events = set(), {}
             self._deliver(ended, events)
             await asyncio.sleep(POLL_INTERVAL_S)
 
