@@ -60,7 +60,7 @@ def fill(lines: int) -> list[tuple[str, str]]:
             rows += [
                 CasbinRule(
                     ptype="p",
-                    v0=role,
+                    v0=f"role:{role}",
                     v1=tenant,
                     v2=s.split(":")[0],
                     v3=s.split(":")[1],
@@ -73,7 +73,7 @@ def fill(lines: int) -> list[tuple[str, str]]:
         )
         for u in range(40):
             role = list(ROLES)[u % len(ROLES)]
-            rows.append(CasbinRule(ptype="g", v0=f"user-{u}", v1=role, v2=tenant))
+            rows.append(CasbinRule(ptype="g", v0=f"user-{u}", v1=f"role:{role}", v2=tenant))
             pairs.append((tenant, f"user-{u}"))
     CasbinRule.objects.bulk_create(rows, batch_size=5000)
     bump_policy_version()

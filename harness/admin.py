@@ -1,9 +1,8 @@
 """The admin console: runs as timelines, fingerprint search, cost reports, and staff who see
 only the tenants granted to them (``StaffTenantGrant``; superusers see all).
 
-The tenant scope also covers the traces and policy apps' admin pages: those apps may not
-import this one, so their registered admin classes are re-registered here with the scope
-mixed in (``_scope_registered_admins``)."""
+The tenant scope and the permission checks are not here: ``harness.admin_site`` imposes them
+on every admin class registered by any app (see there)."""
 
 from __future__ import annotations
 
@@ -11,20 +10,13 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
-from django.core.exceptions import ValidationError
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
-import policy.admin as _policy_admin  # noqa: F401 -- registers the policy pages first
-import traces.admin as _traces_admin  # noqa: F401 -- registers the trace pages first
 from harness import webhooks
-from harness.console import (
-    find_runs_touching,
-    granted_tenant_slugs,
-    run_timeline,
-    tenant_filter,
-)
+from harness.admin_site import TenantScopedAdmin
+from harness.console import find_runs_touching, granted_tenant_slugs, run_timeline
 from harness.models import (
     ApiKey,
     CostReport,
@@ -37,34 +29,6 @@ from harness.models import (
 )
 from harness.reports import DIMENSIONS, CostFilter, cost_report
 from traces.queries import list_tool_names, request_ids_calling
-
-
-class TenantScopedAdmin(admin.ModelAdmin):
-    """Shows only rows of tenants granted to the staff user, and refuses to save a row into
-    a tenant they are not granted. ``tenant_lookup`` is the path to the tenant's slug."""
-
-    tenant_lookup = "tenant__slug"
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet:
-        return super().get_queryset(request).filter(self.tenant_scope(request))
-
-    def tenant_scope(self, request: HttpRequest) -> Q:
-        return tenant_filter(request.user, self.tenant_lookup)
-
-    def get_form(self, request: HttpRequest, obj: Any = None, **kwargs: Any) -> Any:
-        form = super().get_form(request, obj, **kwargs)
-        slugs = granted_tenant_slugs(request.user)
-        if slugs is None or "tenant" not in form.base_fields:
-            return form
-
-        class ScopedForm(form):  # type: ignore[misc,valid-type]
-            def clean_tenant(self) -> Any:
-                tenant = self.cleaned_data.get("tenant")
-                if str(getattr(tenant, "slug", tenant)) not in slugs:
-                    raise ValidationError("You are not granted this tenant.")
-                return tenant
-
-        return ScopedForm
 
 
 class StaffTenantGrantAdmin(admin.ModelAdmin):
@@ -208,16 +172,19 @@ class RunAdmin(TenantScopedAdmin):
 
         from harness.admin_views import policy_preview_view, run_replay_view
 
-        wrap = self.admin_site.admin_view
         return [
             path(
                 "<path:object_id>/replay/",
-                wrap(lambda request, object_id: run_replay_view(self, request, object_id)),
+                self.permission_view(
+                    lambda request, object_id: run_replay_view(self, request, object_id), "view"
+                ),
                 name="harness_run_replay",
             ),
             path(
                 "preview-policy/",
-                wrap(lambda request: policy_preview_view(self, request)),
+                # Previewing needs view_run; saving also needs the Casbin lines' edit
+                # permission, checked by the view.
+                self.permission_view(lambda request: policy_preview_view(self, request), "view"),
                 name="harness_policy_preview",
             ),
             *super().get_urls(),
@@ -315,7 +282,7 @@ class WebhookDeliveryAdmin(TenantScopedAdmin):
     inlines = [WebhookAttemptInline]
     actions = ["redeliver_selected"]
 
-    @admin.action(description="Redeliver the selected webhooks now")
+    @admin.action(description="Redeliver the selected webhooks now", permissions=["change"])
     def redeliver_selected(self, request: HttpRequest, queryset: QuerySet) -> None:
         for delivery in queryset:
             webhooks.redeliver(delivery)
@@ -338,66 +305,3 @@ class SessionAdmin(TenantScopedAdmin):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
-
-
-class CasbinScopedAdmin(TenantScopedAdmin):
-    """Casbin lines name their tenant in v1 (``p`` lines) or v2 (``g`` lines)."""
-
-    def tenant_scope(self, request: HttpRequest) -> Q:
-        slugs = granted_tenant_slugs(request.user)
-        if slugs is None:
-            return Q()
-        return Q(ptype="p", v1__in=sorted(slugs)) | Q(ptype__startswith="g", v2__in=sorted(slugs))
-
-    def get_form(self, request: HttpRequest, obj: Any = None, **kwargs: Any) -> Any:
-        form = super().get_form(request, obj, **kwargs)
-        slugs = granted_tenant_slugs(request.user)
-        if slugs is None:
-            return form
-
-        class ScopedForm(form):  # type: ignore[misc,valid-type]
-            def clean(self) -> dict[str, Any]:
-                data = super().clean()
-                tenant = data.get("v1") if data.get("ptype") == "p" else data.get("v2")
-                if tenant not in slugs:
-                    raise ValidationError("You are not granted this tenant.")
-                return data
-
-        return ScopedForm
-
-
-# Tenant-owned models of other apps, by the path to their tenant slug. Anything not listed
-# here (e.g. the global policy version counter) carries no tenant data.
-SCOPED_ELSEWHERE = {
-    "traces.span": "tenant",
-    "traces.auditrecord": "tenant",
-    "traces.auditchainhead": "tenant",
-    "traces.auditrunlink": "tenant",
-    "traces.auditcheckpoint": "tenant",
-    "traces.fingerprint": "tenant",
-    "traces.retentionpolicy": "tenant",
-    "policy.policychange": "tenant",
-    "policy.policyrule": "tenant",
-    "policy.tenantlimits": "tenant",
-    "policy.toolapproval": "tenant",
-    "policy.budgetledger": "tenant",
-    "casbin_adapter.casbinrule": "casbin",
-}
-
-
-def _scope_registered_admins(site: admin.AdminSite) -> None:
-    for model, model_admin in list(site._registry.items()):
-        lookup = SCOPED_ELSEWHERE.get(model._meta.label_lower)
-        if lookup is None or isinstance(model_admin, TenantScopedAdmin):
-            continue
-        base = CasbinScopedAdmin if lookup == "casbin" else TenantScopedAdmin
-        scoped = type(
-            f"Scoped{type(model_admin).__name__}",
-            (base, type(model_admin)),
-            {"tenant_lookup": lookup, "__module__": __name__},
-        )
-        site.unregister(model)
-        site.register(model, scoped)
-
-
-_scope_registered_admins(admin.site)

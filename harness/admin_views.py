@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from casbin_adapter.models import CasbinRule
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
@@ -47,7 +48,7 @@ def run_replay_view(
 class PolicyChangeForm(forms.Form):
     tenant = forms.ModelChoiceField(queryset=Tenant.objects.none())
     op = forms.ChoiceField(choices=[("add", "add"), ("remove", "remove")], initial="add")
-    subject = forms.CharField(help_text="A user or role, e.g. bob or member.")
+    subject = forms.CharField(help_text="A user (bob) or a role (role:member).")
     scope = forms.CharField(help_text="object:action, e.g. ticket:write.")
     effect = forms.ChoiceField(choices=[("deny", "deny"), ("allow", "allow")], initial="deny")
     limit = forms.IntegerField(min_value=1, max_value=200, initial=20, help_text="Runs examined.")
@@ -70,7 +71,10 @@ class PolicyChangeForm(forms.Form):
 
 def policy_preview_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> HttpResponse:
     """Propose a permission change; see its before/after lines and the past calls it would
-    change; save it only on an explicit second step (recorded with who, when, before, after)."""
+    change; save it only on an explicit second step (recorded with who, when, before, after).
+
+    Previewing needs ``view_run`` (checked by the URL); saving needs what the Casbin lines'
+    own admin page needs to add (or delete) a line, else 403."""
     granted = granted_tenant_slugs(request.user)
     tenants = Tenant.objects.all() if granted is None else Tenant.objects.filter(slug__in=granted)
     form = PolicyChangeForm(request.POST or None, tenants=tenants)
@@ -79,6 +83,8 @@ def policy_preview_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> 
         tenant, change = form.cleaned_data["tenant"], form.change()
         try:
             if "save" in request.POST:
+                if not may_edit_lines(model_admin.admin_site, request, change["op"]):
+                    raise PermissionDenied
                 _save(tenant, change, request.user.get_username())
                 messages.success(request, f"Saved: {change['op']} {change['permission']}.")
                 return redirect(request.path)
@@ -91,9 +97,21 @@ def policy_preview_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> 
         "title": "Preview a policy change",
         "form": form,
         "preview": preview,
+        "may_save": may_edit_lines(model_admin.admin_site, request, form["op"].value() or "add"),
         "opts": Run._meta,
     }
     return TemplateResponse(request, "admin/harness/policy_preview.html", context)
+
+
+def may_edit_lines(site: admin.AdminSite, request: HttpRequest, op: str) -> bool:
+    """Whether the user may add (``op`` "add") or delete a Casbin line: exactly what the
+    Casbin lines' admin page asks."""
+    lines_admin = site._registry.get(CasbinRule)
+    if lines_admin is None:
+        return False
+    if op == "add":
+        return lines_admin.has_add_permission(request)
+    return lines_admin.has_delete_permission(request)
 
 
 def _diff(tenant: Tenant, change: dict[str, Any]) -> dict[str, list[str]]:

@@ -7,7 +7,9 @@ class HarnessConfig(AppConfig):
 
     def ready(self) -> None:
         from harness import checks  # noqa: F401  (registers the system checks)
+        from harness.approval_wait import refuse_decisions_on_ended_runs
         from harness.engine.approvals import on_approval_decided
-        from policy.services import approval_decided
+        from policy.services import add_decision_guard, approval_decided
 
         approval_decided.connect(on_approval_decided, dispatch_uid="harness.resume_on_approval")
+        add_decision_guard(refuse_decisions_on_ended_runs)

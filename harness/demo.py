@@ -57,7 +57,8 @@ def load_demo(admin_password: str) -> dict[str, int]:
         for slug, name in TENANTS.items():
             Tenant.objects.update_or_create(slug=slug, defaults={"name": name})
         for tenant, role, scope in ROLE_PERMISSIONS:
-            policy.add_permission(tenant, role, scope, "allow", actor=ACTOR)
+            # Roles are their own namespace ("role:member"): a user called "member" is a user.
+            policy.add_permission(tenant, policy.role_subject(role), scope, "allow", actor=ACTOR)
         for tenant, user, role in ROLE_ASSIGNMENTS:
             policy.assign_role(tenant, user, role, actor=ACTOR)
         _load_ticket_desk()

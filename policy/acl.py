@@ -1,7 +1,12 @@
 """Casbin ACL decisions and audited edits of the Casbin lines.
 
-Edits write the line, bump the policy version and record who changed what (before, after) in
-one transaction; every process picks the change up on its next decision.
+Edits write the line, bump the tenant's policy version and record who changed what (before,
+after) in one transaction; every process picks the change up on its next decision.
+
+Users and roles are separate namespaces: a role is stored as ``role:<name>`` (in ``g`` lines
+and as the subject of the role's ``p`` lines); a user id is a plain name and can never contain
+``:``. The API takes roles by name (``{"user": "dave", "role": "member"}``) and permission
+subjects as ``bob`` (a user) or ``role:member`` (a role).
 """
 
 from __future__ import annotations
@@ -15,9 +20,9 @@ from casbin_adapter.models import CasbinRule
 from django.db import transaction
 from django.db.models import F, Q
 
-from policy.engine import Decision, current_version, get_engine
+from policy.engine import ROLE_PREFIX, Decision, current_version, get_engine, is_role_name
 from policy.errors import ActingUserRequired, InvalidRule, PermissionDenied
-from policy.models import PolicyChange, PolicyVersion
+from policy.models import PolicyChange, TenantPolicyVersion
 
 SCOPE_PATTERN = re.compile(r"^([a-z0-9_-]+|\*):([a-z0-9_-]+|\*)$")
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.@-]{1,200}$")
@@ -61,9 +66,10 @@ def require_scope(tenant: str, user: str, scope: str) -> Decision:
 
 
 def add_permission(tenant: str, subject: str, scope: str, effect: str, actor: str) -> int:
-    """Let (or, with effect "deny", forbid) a user or role use a scope in a tenant."""
+    """Let (or, with effect "deny", forbid) a user (``bob``) or a role (``role:member``) use a
+    scope in a tenant."""
     obj, act = _parse_scope(scope)
-    _check_name("subject", subject)
+    check_subject(subject)
     if effect not in EFFECTS:
         raise InvalidRule(f"effect must be one of {EFFECTS}, got {effect!r}", {"effect": effect})
     return _add_line("p", [subject, tenant, obj, act, effect], tenant, actor)
@@ -75,14 +81,35 @@ def remove_permission(tenant: str, subject: str, scope: str, effect: str, actor:
 
 
 def assign_role(tenant: str, user: str, role: str, actor: str) -> int:
-    """Give a user a role within a tenant (roles are tenant-scoped)."""
+    """Give a user a role within a tenant (roles are tenant-scoped). ``role`` is a role name,
+    with or without its ``role:`` prefix."""
     _check_name("user", user)
-    _check_name("role", role)
-    return _add_line("g", [user, role, tenant], tenant, actor)
+    return _add_line("g", [user, role_subject(role), tenant], tenant, actor)
 
 
 def unassign_role(tenant: str, user: str, role: str, actor: str) -> int:
-    return _remove_line("g", [user, role, tenant], tenant, actor)
+    _check_name("user", user)
+    return _remove_line("g", [user, role_subject(role), tenant], tenant, actor)
+
+
+def role_subject(role: str) -> str:
+    """A role's name in Casbin lines: ``role:<name>``, whether or not ``role`` has the prefix."""
+    name = role[len(ROLE_PREFIX) :] if is_role_name(role or "") else role
+    _check_name("role", name)
+    return ROLE_PREFIX + name
+
+
+def role_name(subject: str) -> str:
+    """``role:member`` -> ``member``."""
+    return subject[len(ROLE_PREFIX) :] if is_role_name(subject) else subject
+
+
+def check_subject(subject: str) -> None:
+    """A permission's subject: a user id (``bob``) or a role (``role:member``)."""
+    if is_role_name(subject or ""):
+        _check_name("role", role_name(subject))
+    else:
+        _check_name("subject", subject)
 
 
 @transaction.atomic
@@ -91,7 +118,7 @@ def save_line(pk: int | None, ptype: str, values: list[str], actor: str) -> int:
     API's and audited with before and after."""
     if ptype == "p":
         subject, tenant, obj, act, effect = (list(values) + [""] * 5)[:5]
-        _check_name("subject", subject)
+        check_subject(subject)
         _parse_scope(f"{obj}:{act}")
         if effect not in EFFECTS:
             raise InvalidRule(f"effect must be one of {EFFECTS}", {"effect": effect})
@@ -99,8 +126,7 @@ def save_line(pk: int | None, ptype: str, values: list[str], actor: str) -> int:
     elif ptype == "g":
         user, role, tenant = (list(values) + [""] * 3)[:3]
         _check_name("user", user)
-        _check_name("role", role)
-        values = [user, role, tenant]
+        values = [user, role_subject(role), tenant]
     else:
         raise InvalidRule("ptype must be 'p' (permission) or 'g' (role)", {"ptype": ptype})
     if not tenant:
@@ -129,18 +155,20 @@ def delete_line(pk: int, actor: str) -> int:
 
 
 def list_lines(tenant: str) -> dict[str, Any]:
-    """The tenant's permissions and role assignments, and the current policy version."""
+    """The tenant's permissions and role assignments, and the tenant's policy version."""
     lines = CasbinRule.objects.filter(Q(ptype="p", v1=tenant) | Q(ptype="g", v2=tenant)).order_by(
         "ptype", "v0", "v1", "v2", "v3"
     )
     return {
-        "policy_version": current_version(),
+        "policy_version": current_version(tenant),
         "permissions": [
             {"subject": line.v0, "scope": f"{line.v2}:{line.v3}", "effect": line.v4}
             for line in lines
             if line.ptype == "p"
         ],
-        "roles": [{"user": line.v0, "role": line.v1} for line in lines if line.ptype == "g"],
+        "roles": [
+            {"user": line.v0, "role": role_name(line.v1)} for line in lines if line.ptype == "g"
+        ],
     }
 
 
@@ -153,7 +181,7 @@ def describe_line(ptype: str, values: list[str]) -> dict[str, str]:
         subject, _tenant, obj, act, effect = (values + [""] * 5)[:5]
         return {"type": "permission", "subject": subject, "scope": f"{obj}:{act}", "effect": effect}
     user, role, _tenant = (values + [""] * 3)[:3]
-    return {"type": "role", "user": user, "role": role}
+    return {"type": "role", "user": user, "role": role_name(role)}
 
 
 def _parse_scope(scope: str) -> tuple[str, str]:
@@ -180,7 +208,7 @@ def _add_line(ptype: str, values: list[str], tenant: str, actor: str) -> int:
     """Add a line unless present; returns the policy version after the edit."""
     _, created = CasbinRule.objects.get_or_create(ptype=ptype, **_fields(values))
     if not created:
-        return current_version()
+        return current_version(tenant)
     return record_change(tenant, actor, "add", [ptype, *values], None, describe_line(ptype, values))
 
 
@@ -188,15 +216,16 @@ def _add_line(ptype: str, values: list[str], tenant: str, actor: str) -> int:
 def _remove_line(ptype: str, values: list[str], tenant: str, actor: str) -> int:
     deleted, _ = CasbinRule.objects.filter(ptype=ptype, **_fields(values)).delete()
     if not deleted:
-        return current_version()
+        return current_version(tenant)
     return record_change(
         tenant, actor, "remove", [ptype, *values], describe_line(ptype, values), None
     )
 
 
 def record_change(tenant: str, actor: str, action: str, rule: Any, before: Any, after: Any) -> int:
-    """Bump the policy version and write the audit row; call inside the edit's transaction."""
-    version = bump_version()
+    """Bump the tenant's policy version and write the audit row; call inside the edit's
+    transaction."""
+    version = bump_version(tenant)
     PolicyChange.objects.create(
         tenant=tenant,
         actor=actor,
@@ -209,7 +238,19 @@ def record_change(tenant: str, actor: str, action: str, rule: Any, before: Any, 
     return version
 
 
-def bump_version() -> int:
-    PolicyVersion.objects.get_or_create(pk=1)
-    PolicyVersion.objects.filter(pk=1).update(version=F("version") + 1, stamp=secrets.token_hex(16))
-    return PolicyVersion.objects.get(pk=1).version
+def bump_version(tenant: str) -> int:
+    """The tenant's policy version + 1 (a new row starts at 1); returns the new version."""
+    TenantPolicyVersion.objects.get_or_create(tenant=tenant)
+    TenantPolicyVersion.objects.filter(tenant=tenant).update(
+        version=F("version") + 1, stamp=secrets.token_hex(16)
+    )
+    return TenantPolicyVersion.objects.get(tenant=tenant).version
+
+
+def bump_all_versions() -> int:
+    """Bump the version of every tenant that has policy lines, rules or a version row."""
+    tenants = set(TenantPolicyVersion.objects.values_list("tenant", flat=True))
+    tenants |= set(CasbinRule.objects.filter(ptype="p").values_list("v1", flat=True))
+    tenants |= set(CasbinRule.objects.filter(ptype="g").values_list("v2", flat=True))
+    tenants |= set(PolicyChange.objects.values_list("tenant", flat=True).distinct())
+    return max((bump_version(tenant) for tenant in sorted(tenants) if tenant), default=0)

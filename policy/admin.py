@@ -9,7 +9,7 @@ from typing import Any
 from casbin_adapter.models import CasbinRule
 from django import forms
 from django.contrib import admin, messages
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 
 from policy import acl, rules
@@ -20,8 +20,8 @@ from policy.models import (
     BudgetLedger,
     PolicyChange,
     PolicyRule,
-    PolicyVersion,
     TenantLimits,
+    TenantPolicyVersion,
     ToolApproval,
 )
 
@@ -41,9 +41,9 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
 
-@admin.register(PolicyVersion)
-class PolicyVersionAdmin(ReadOnlyAdmin):
-    list_display = ["version", "updated_at"]
+@admin.register(TenantPolicyVersion)
+class TenantPolicyVersionAdmin(ReadOnlyAdmin):
+    list_display = ["tenant", "version", "updated_at"]
 
 
 @admin.register(PolicyChange)
@@ -59,8 +59,8 @@ class CasbinRuleForm(forms.ModelForm):
         fields = ["ptype", "v0", "v1", "v2", "v3", "v4"]
         labels = {
             "ptype": "Type (p = permission, g = role)",
-            "v0": "Subject (p) / user (g)",
-            "v1": "Tenant (p) / role (g)",
+            "v0": "Subject (p): a user, or role:<name> / user (g)",
+            "v1": "Tenant (p) / role (g), e.g. member (stored as role:member)",
             "v2": "Object (p) / tenant (g)",
             "v3": "Action (p)",
             "v4": "Effect (p): allow or deny",
@@ -79,6 +79,15 @@ class CasbinRuleAdmin(admin.ModelAdmin):
     list_filter = ["ptype"]
     search_fields = ["v0", "v1", "v2"]
     actions = None  # bulk delete would bypass the audit
+
+    # The console scopes pages by tenant; a line names its tenant in v1 (p) or v2 (g).
+    @staticmethod
+    def tenant_q(slugs: list[str]) -> Q:
+        return Q(ptype="p", v1__in=slugs) | Q(ptype__startswith="g", v2__in=slugs)
+
+    @staticmethod
+    def tenant_of(data: dict[str, Any]) -> str:
+        return str(data.get("v1") if data.get("ptype") == "p" else data.get("v2"))
 
     def save_model(self, request: HttpRequest, obj: CasbinRule, form: Any, change: bool) -> None:
         values = [obj.v0, obj.v1, obj.v2, obj.v3, obj.v4]
@@ -193,11 +202,14 @@ class ToolApprovalAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False
 
-    @admin.action(description="Approve the selected calls (for their exact arguments)")
+    @admin.action(
+        description="Approve the selected calls (for their exact arguments)",
+        permissions=["change"],
+    )
     def approve(self, request: HttpRequest, queryset: QuerySet[ToolApproval]) -> None:
         self._decide(request, queryset, approve=True)
 
-    @admin.action(description="Deny the selected calls")
+    @admin.action(description="Deny the selected calls", permissions=["change"])
     def deny(self, request: HttpRequest, queryset: QuerySet[ToolApproval]) -> None:
         self._decide(request, queryset, approve=False)
 

@@ -6,6 +6,11 @@ tenant's Casbin policy grants ``approval:decide``) approves or denies it, naming
 the arguments they saw: a decision binds to those arguments and no others. No decision before
 the expiry means deny (``expire_approvals``, run by Celery beat).
 
+Four eyes: the run's own end user may not approve its calls (``ApproverIsEndUser``; denying
+them is fine), unless the tool file says ``"self_approval": true`` or the tenant's policy
+grants the approver ``approval:decide_own``. Decision guards (``add_decision_guard``) let the
+harness refuse decisions on runs that are no longer waiting (this app does not know runs).
+
 Each decision sends ``approval_decided`` after its transaction commits; the harness listens to
 resume the run (this app does not know about runs).
 """
@@ -14,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -22,15 +28,29 @@ from django.db import transaction
 from django.dispatch import Signal
 from django.utils import timezone
 
-from policy.acl import require_scope
+from policy.acl import decide, require_scope
 from policy.errors import (
     ApprovalAlreadyDecided,
     ApprovalArgumentsMismatch,
     ApprovalNotFound,
+    ApproverIsEndUser,
 )
 from policy.models import ApprovalStatus, ToolApproval
 
 APPROVER_SCOPE = "approval:decide"
+# Lets an approver decide the held calls of runs that act for themselves.
+SELF_APPROVAL_SCOPE = "approval:decide_own"
+
+DecisionGuard = Callable[[ToolApproval], None]
+_decision_guards: list[DecisionGuard] = []
+
+
+def add_decision_guard(guard: DecisionGuard) -> None:
+    """Call ``guard(approval)`` before any decision on a pending approval; it raises a
+    ``PolicyError`` to refuse it (e.g. the run is no longer waiting). Idempotent."""
+    if guard not in _decision_guards:
+        _decision_guards.append(guard)
+
 
 # Sent with ``approval_id`` once a decision (approve, deny or expiry) is committed.
 approval_decided = Signal()
@@ -54,11 +74,13 @@ def hold_for_approval(
     reason: str,
     policy_version: int,
     display_arguments: dict[str, Any] | None = None,
+    self_approval: bool = False,
 ) -> ToolApproval:
     """Persist a pending approval for this call (once; a repeat returns the first row).
 
     The row shows ``display_arguments`` (the caller's masked copy) when given; the decision
-    binds to the SHA-256 of the exact ``arguments``.
+    binds to the SHA-256 of the exact ``arguments``. ``self_approval``: the tool file lets the
+    run's own end user approve it.
     """
     approval, _ = ToolApproval.objects.get_or_create(
         run_id=run_id,
@@ -72,6 +94,7 @@ def hold_for_approval(
             "rule": rule,
             "reason": reason,
             "policy_version": policy_version,
+            "self_approval": self_approval,
             "expires_at": timezone.now() + timedelta(seconds=settings.HARNESS_APPROVAL_TTL_S),
         },
     )
@@ -91,7 +114,9 @@ def decide_approval(
     """Approve or deny a held call, for the exact arguments whose hash the approver names.
 
     Raises ``PermissionDenied`` (no ``approval:decide``), ``ApprovalNotFound``,
-    ``ApprovalArgumentsMismatch`` or ``ApprovalAlreadyDecided`` (also when it just expired).
+    ``ApprovalAlreadyDecided`` (also when it just expired), a guard's error (e.g.
+    ``RunNotAwaitingApproval``), ``ApproverIsEndUser`` (four eyes) or
+    ``ApprovalArgumentsMismatch``.
     Side effect: ``approval_decided`` after commit.
     """
     require_scope(tenant, approver, APPROVER_SCOPE)
@@ -121,6 +146,10 @@ def _decide(
             f"The call was already {approval.status} by {approval.decided_by}.",
             {"status": approval.status, "decided_by": approval.decided_by},
         )
+    for guard in _decision_guards:
+        guard(approval)
+    if approve:  # denying one's own call is always allowed
+        _check_four_eyes(approval, approver)
     if arguments_sha256 != approval.arguments_sha256:
         raise ApprovalArgumentsMismatch(
             "The arguments you decided on are not the ones held for approval.",
@@ -135,6 +164,19 @@ def _decide(
         )
     approval.refresh_from_db()
     return approval
+
+
+def _check_four_eyes(approval: ToolApproval, approver: str) -> None:
+    """The run's own end user approves only where the tool file or the tenant allows it."""
+    if approver != approval.user_id or approval.self_approval:
+        return
+    if decide(approval.tenant, approver, SELF_APPROVAL_SCOPE).allowed:
+        return
+    raise ApproverIsEndUser(
+        f"{approver} is the end user of this run: another approver must decide this call "
+        f"(or the tool file sets self_approval, or the tenant grants {SELF_APPROVAL_SCOPE}).",
+        {"approver": approver, "end_user": approval.user_id, "tool": approval.tool},
+    )
 
 
 def expire_approvals() -> int:

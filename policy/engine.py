@@ -1,4 +1,5 @@
-"""Casbin decisions, one small enforcer per tenant, guarded and cached by policy version.
+"""Casbin decisions, one small enforcer per tenant, guarded and cached by the tenant's policy
+version.
 
 The model is RBAC with domains, and a request only ever matches lines of its own domain
 (``r.dom == p.dom``, roles are per domain). So each tenant gets an enforcer holding only that
@@ -7,20 +8,22 @@ with 1 k or 100 k lines in the table, and a reload after an edit reads one tenan
 all of them. (The first version loaded every line into one enforcer: ~310 ms per uncached
 decision and ~3-4 s per reload at 100 k lines; now ~2-4 ms and ~4 ms; see bench/policy.py.)
 
+Users and roles live in separate namespaces: a role is always stored and matched as
+``role:<name>`` (``ROLE_PREFIX``), and a user id can never be in that namespace (a decision
+for such a "user" is refused). So an end user called ``tenant_admin`` is just a user.
+
 pycasbin enforcers are not safe to share between threads, so one lock guards the engine of each
-process. Decisions are cached per policy version: an edit bumps the version row, and the next
-decision in any process sees the new number and drops the enforcers and cached decisions of
-the tenants the edits between the two versions touched (every edit writes a ``PolicyChange``
-naming its tenant); when it cannot tell (a bulk load, a re-created database), it drops all.
-The version is read with one raw query on every decision: through the ORM it cost ~600 µs
-on SQLite, more than a cached decision itself (~25 µs now).
+process. Versions are per tenant (``TenantPolicyVersion``): every edit bumps its tenant's row,
+and each decision reads that one row (one raw query: through the ORM it cost ~600 µs on SQLite,
+more than a cached decision itself, ~25 µs); when it differs from the version the tenant's
+enforcer and cached decisions were filled at, those are dropped. Other tenants' caches stay.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import casbin
 from casbin import persist
@@ -29,10 +32,12 @@ from django.conf import settings
 from django.db import connection
 from django.db.models import Q
 
-from policy.models import PolicyChange, PolicyVersion
+from policy.models import TenantPolicyVersion
 
 MAX_CACHED_DECISIONS = 100_000
 MAX_TENANT_ENFORCERS = 4_096
+# Roles are stored and matched as "role:<name>"; no user id may start with it.
+ROLE_PREFIX = "role:"
 
 
 @dataclass(frozen=True)
@@ -63,25 +68,24 @@ class _TenantLines(persist.Adapter):
 class PolicyEngine:
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._version: tuple[int, str] = (-1, "")
+        self._versions: dict[str, tuple[int, str]] = {}
         self._enforcers: OrderedDict[str, casbin.Enforcer] = OrderedDict()
         self._decisions: dict[str, dict[tuple[str, str], Decision]] = {}
         self._cached = 0
 
     def decide(self, tenant: str, user: str, scope: str) -> Decision:
         """May ``user`` in ``tenant`` use ``scope`` ("object:action")? Deny overrides allow."""
-        version_key = current_version_key()
+        version_key = current_version_key(tenant)
         version = version_key[0]
+        if is_role_name(user):
+            return role_as_user(user, scope, version)
         key = (user, scope)
         with self._lock:
-            if version_key != self._version:
-                self._forget(tenants_changed(self._version, version_key))
-                self._version = version_key
+            if self._versions.get(tenant) != version_key:
+                self._forget(tenant)
+                self._versions[tenant] = version_key
             cached = self._decisions.get(tenant, {}).get(key)
             if cached is not None:
-                if cached.version != version:  # still true: no edit touched this tenant
-                    cached = replace(cached, version=version)
-                    self._decisions[tenant][key] = cached
                 return cached
             decision = self._enforce(self._enforcer(tenant), tenant, user, scope, version)
             if self._cached >= MAX_CACHED_DECISIONS:
@@ -91,16 +95,12 @@ class PolicyEngine:
             self._cached += 1
             return decision
 
-    def _forget(self, tenants: set[str] | None) -> None:
-        """Drop what is cached for ``tenants`` (``None``: for every tenant)."""
-        if tenants is None:
-            self._enforcers.clear()
-            self._decisions.clear()
-            self._cached = 0
-            return
-        for tenant in tenants:
-            self._enforcers.pop(tenant, None)
-            self._cached -= len(self._decisions.pop(tenant, {}))
+    def _forget(self, tenant: str) -> None:
+        """Drop what is cached for ``tenant``."""
+        self._enforcers.pop(tenant, None)
+        self._cached -= len(self._decisions.pop(tenant, {}))
+        if len(self._versions) > MAX_TENANT_ENFORCERS:
+            self._versions.clear()
 
     def _enforcer(self, tenant: str) -> casbin.Enforcer:
         enforcer = self._enforcers.get(tenant)
@@ -149,34 +149,33 @@ def enforce(
     return Decision(allowed=allowed, scope=scope, reason=reason, rule=rule, version=version)
 
 
-def current_version() -> int:
-    return current_version_key()[0]
+def is_role_name(subject: str) -> bool:
+    return subject.startswith(ROLE_PREFIX)
 
 
-def current_version_key() -> tuple[int, str]:
-    """The policy version and its stamp: what caches are keyed by."""
+def role_as_user(user: str, scope: str, version: int) -> Decision:
+    """The refusal of a "user" id in the roles' namespace: roles are never end users."""
+    return Decision(
+        allowed=False,
+        scope=scope,
+        reason=f"{user!r} is in the roles' namespace ({ROLE_PREFIX}…), not a user id",
+        version=version,
+    )
+
+
+def current_version(tenant: str) -> int:
+    return current_version_key(tenant)[0]
+
+
+def current_version_key(tenant: str) -> tuple[int, str]:
+    """The tenant's policy version and its stamp: what the tenant's caches are keyed by."""
     with connection.cursor() as cursor:
-        cursor.execute(_VERSION_SQL)
+        cursor.execute(_VERSION_SQL, [tenant])
         row = cursor.fetchone()
     return (row[0], row[1]) if row else (0, "")
 
 
-_VERSION_SQL = f"SELECT version, stamp FROM {PolicyVersion._meta.db_table} WHERE id = 1"  # noqa: S608
-
-
-def tenants_changed(old: tuple[int, str], new: tuple[int, str]) -> set[str] | None:
-    """The tenants edited between two versions, or ``None`` if that cannot be known: every
-    version in between must have its ``PolicyChange`` row."""
-    if old[0] < 0 or new[0] <= old[0]:
-        return None
-    rows = list(
-        PolicyChange.objects.filter(version__gt=old[0], version__lte=new[0]).values_list(
-            "version", "tenant"
-        )
-    )
-    if len({version for version, _ in rows}) != new[0] - old[0]:
-        return None
-    return {tenant for _, tenant in rows}
+_VERSION_SQL = f"SELECT version, stamp FROM {TenantPolicyVersion._meta.db_table} WHERE tenant = %s"  # noqa: S608
 
 
 _engine = PolicyEngine()

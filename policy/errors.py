@@ -20,6 +20,9 @@ class PolicyErrorCode(StrEnum):
     APPROVAL_NOT_FOUND = "approval_not_found"
     APPROVAL_ALREADY_DECIDED = "approval_already_decided"
     APPROVAL_ARGUMENTS_MISMATCH = "approval_arguments_mismatch"
+    APPROVER_IS_END_USER = "approver_is_end_user"
+    RUN_NOT_AWAITING_APPROVAL = "run_not_awaiting_approval"
+    TOO_MANY_EVENT_STREAMS = "too_many_event_streams"
 
 
 class PolicyError(Exception):
@@ -82,6 +85,10 @@ class TenantBusy(Throttled):
     code = PolicyErrorCode.TENANT_BUSY
 
 
+class TooManyEventStreams(Throttled):
+    code = PolicyErrorCode.TOO_MANY_EVENT_STREAMS
+
+
 class TenantBudgetExhausted(Throttled):
     code = PolicyErrorCode.TENANT_BUDGET_EXHAUSTED
 
@@ -98,4 +105,19 @@ class ApprovalAlreadyDecided(PolicyError):
 
 class ApprovalArgumentsMismatch(PolicyError):
     code = PolicyErrorCode.APPROVAL_ARGUMENTS_MISMATCH
+    http_status = 409
+
+
+class ApproverIsEndUser(PolicyError):
+    """Four eyes: the run's own end user may not approve its held calls (unless the tool file
+    or the tenant's policy allows it)."""
+
+    code = PolicyErrorCode.APPROVER_IS_END_USER
+    http_status = 403
+
+
+class RunNotAwaitingApproval(PolicyError):
+    """The run ended (cancelled, finished): its held calls can no longer be decided."""
+
+    code = PolicyErrorCode.RUN_NOT_AWAITING_APPROVAL
     http_status = 409

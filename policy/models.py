@@ -8,22 +8,26 @@ to by run id (a UUID string) and tenant slug.
 from django.db import models
 
 
-class PolicyVersion(models.Model):
-    """One row per deployment: bumped in the same transaction as any rule edit.
+class TenantPolicyVersion(models.Model):
+    """One row per tenant: bumped in the same transaction as any edit of that tenant's policy.
 
-    Every process compares it with the version its enforcer was loaded at, so an edit reaches
-    every web and worker process on its next decision without a restart.
+    Every process compares it, on each decision, with the version its caches of that tenant
+    were filled at, so an edit reaches every web and worker process on its next decision
+    without a restart, and an edit of one tenant never invalidates another tenant's caches.
     """
 
-    id = models.PositiveSmallIntegerField(primary_key=True, default=1)
+    tenant = models.CharField(max_length=64, unique=True)
     version = models.PositiveBigIntegerField(default=0)
     # Changes with every bump: caches compare (version, stamp), so a version number seen again
     # (a restored or re-created database) is never mistaken for the rules cached under it.
     stamp = models.CharField(max_length=32, blank=True, default="")
     updated_at = models.DateTimeField(auto_now=True)
 
+    class Meta:
+        ordering = ["tenant"]
+
     def __str__(self) -> str:
-        return f"policy v{self.version}"
+        return f"{self.tenant}: policy v{self.version}"
 
 
 class PolicyChange(models.Model):
@@ -169,6 +173,10 @@ class ToolApproval(models.Model):
     rule = models.CharField(max_length=100)
     reason = models.TextField()
     policy_version = models.PositiveBigIntegerField()
+    self_approval = models.BooleanField(
+        default=False,
+        help_text="the tool file lets the run's own end user approve this call",
+    )
     status = models.CharField(
         max_length=10, choices=ApprovalStatus.choices, default=ApprovalStatus.PENDING
     )

@@ -114,7 +114,7 @@ def check_call_rules(
     tenant: str, tool: str, tool_approval: str, arguments: dict[str, Any]
 ) -> RuleVerdict:
     """Call rules and the tool's own ``approval`` setting, for arguments already validated."""
-    version, stamp = current_version_key()
+    version, stamp = current_version_key(tenant)
     return evaluate_call_rules(
         rules_for(tenant, (version, stamp)), version, tool, tool_approval, arguments
     )
@@ -253,7 +253,10 @@ def rules_for(tenant: str, version: tuple[int, str]) -> tuple[RuleSpec, ...]:
     stored = tuple(_spec(row) for row in PolicyRule.objects.filter(tenant=tenant, enabled=True))
     rules = DEFAULT_RULES + stored
     with _cache_lock:
-        if any(v != version for _, v in _cache) or len(_cache) >= MAX_CACHED_TENANTS:
+        # Versions are per tenant: drop this tenant's older entries only.
+        for stale in [k for k in _cache if k[0] == tenant and k[1] != version]:
+            del _cache[stale]
+        if len(_cache) >= MAX_CACHED_TENANTS:
             _cache.clear()
         _cache[key] = rules
     return rules

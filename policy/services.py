@@ -14,16 +14,21 @@ from policy.acl import (
     add_permission,
     assign_role,
     authorize_scopes,
+    bump_all_versions,
     bump_version,
     decide,
     list_changes,
     list_lines,
     remove_permission,
     require_scope,
+    role_name,
+    role_subject,
     unassign_role,
 )
 from policy.approvals import (
     APPROVER_SCOPE,
+    SELF_APPROVAL_SCOPE,
+    add_decision_guard,
     approval_decided,
     decide_approval,
     expire_approvals,
@@ -52,7 +57,7 @@ from policy.budget import (
     tenant_day_usage,
     usd_to_micros,
 )
-from policy.engine import Decision, current_version, current_version_key
+from policy.engine import ROLE_PREFIX, Decision, current_version, current_version_key
 from policy.limits import (
     admit_run,
     clear_limits,
@@ -79,12 +84,17 @@ from policy.rules import (
     update_rule,
 )
 from policy.snapshot import PolicySnapshot, ProposedEdit, policy_snapshot
+from policy.streams import MAX_STREAM_S as MAX_EVENT_STREAM_S
+from policy.streams import close_event_stream, open_event_stream
 
 POLICY_ADMIN_SCOPE = "policy:admin"
 
 __all__ = [
     "APPROVER_SCOPE",
+    "MAX_EVENT_STREAM_S",
     "POLICY_ADMIN_SCOPE",
+    "ROLE_PREFIX",
+    "SELF_APPROVAL_SCOPE",
     "ApprovalStatus",
     "BudgetStop",
     "Decision",
@@ -98,6 +108,7 @@ __all__ = [
     "RunBudget",
     "RunLedger",
     "ToolApproval",
+    "add_decision_guard",
     "add_permission",
     "admit_run",
     "approval_decided",
@@ -107,6 +118,7 @@ __all__ = [
     "charge_day_tool_call",
     "check_call_rules",
     "clear_limits",
+    "close_event_stream",
     "create_rule",
     "current_version",
     "current_version_key",
@@ -127,6 +139,7 @@ __all__ = [
     "list_lines",
     "list_rules",
     "load_run_ledger",
+    "open_event_stream",
     "open_run_budget",
     "pace_model_call",
     "policy_snapshot",
@@ -139,6 +152,8 @@ __all__ = [
     "reserve_run",
     "resolve_run_budget",
     "resume_run_slot",
+    "role_name",
+    "role_subject",
     "rules_for",
     "run_room",
     "run_tool_limits",
@@ -154,10 +169,11 @@ __all__ = [
 ]
 
 
-def bump_policy_version() -> int:
-    """Mark the rules changed (e.g. after a bulk load): every process reloads them."""
+def bump_policy_version(tenant: str | None = None) -> int:
+    """Mark a tenant's rules changed (``None``: every tenant's, e.g. after a bulk load): every
+    process reloads them. Returns the tenant's new version (the highest, for all)."""
     with transaction.atomic():
-        return bump_version()
+        return bump_version(tenant) if tenant is not None else bump_all_versions()
 
 
 def resolve_run_budget(

@@ -28,8 +28,23 @@ from casbin import persist
 from casbin_adapter.models import CasbinRule
 from django.db.models import Q
 
-from policy.acl import EFFECTS, _check_name, _parse_scope, authorize_with, describe_line
-from policy.engine import Decision, current_version_key, enforce, new_enforcer
+from policy.acl import (
+    EFFECTS,
+    _check_name,
+    _parse_scope,
+    authorize_with,
+    check_subject,
+    describe_line,
+    role_subject,
+)
+from policy.engine import (
+    Decision,
+    current_version_key,
+    enforce,
+    is_role_name,
+    new_enforcer,
+    role_as_user,
+)
 from policy.errors import InvalidRule, RuleNotFound
 from policy.rules import (
     DEFAULT_PREFIX,
@@ -91,6 +106,8 @@ class PolicySnapshot:
 
     def decide(self, user: str, scope: str) -> Decision:
         key = (user, scope)
+        if is_role_name(user):
+            return role_as_user(user, scope, self.version)
         if key not in self._decisions:
             if self._enforcer is None:
                 self._enforcer = new_enforcer(_Lines(self.lines))
@@ -116,7 +133,7 @@ class PolicySnapshot:
 def policy_snapshot(tenant: str, changes: Iterable[Mapping[str, Any]] = ()) -> PolicySnapshot:
     """The tenant's current policy in memory, with the proposed ``changes`` applied (checked
     as the policy API checks them). Reads the database; writes nothing."""
-    version, stamp = current_version_key()
+    version, stamp = current_version_key(tenant)
     edits = tuple(_parse_edit(tenant, change, position) for position, change in enumerate(changes))
     if any(edit.target == "rule" for edit in edits):
         rules = list_rules(tenant)  # disabled ones too: an edit may enable one
@@ -170,15 +187,14 @@ def _parse_edit(tenant: str, change: Mapping[str, Any], position: int) -> Propos
         subject, scope = str(body.get("subject", "")), str(body.get("scope", ""))
         effect = body.get("effect", "allow")
         obj, act = _parse_scope(scope)
-        _check_name("subject", subject)
+        check_subject(subject)
         if effect not in EFFECTS:
             raise InvalidRule(f"effect must be one of {EFFECTS}", where | {"effect": effect})
         return ProposedEdit(op, target, ("p", subject, tenant, obj, act, effect))
     if target == "role":
         user, role = str(body.get("user", "")), str(body.get("role", ""))
         _check_name("user", user)
-        _check_name("role", role)
-        return ProposedEdit(op, target, ("g", user, role, tenant))
+        return ProposedEdit(op, target, ("g", user, role_subject(role), tenant))
     if op == "add":
         spec = validate_rule(dict(body))
         return ProposedEdit(op, target, rule=spec, name=spec.name)

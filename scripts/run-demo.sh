@@ -16,7 +16,9 @@ KEY=$($PY manage.py create_api_key --tenant acme --name make-run --replace)
 .venv/bin/celery -A harness worker -B --schedule var/celerybeat-schedule --loglevel INFO \
   --concurrency 2 >var/worker.log 2>&1 &
 WORKER=$!
-.venv/bin/gunicorn harness.wsgi --bind "${HOST}:${PORT}" --workers 2 --threads 4 \
+# ASGI (uvicorn workers): live event streams are async and hold no thread each.
+HARNESS_DB_CONN_MAX_AGE=0 .venv/bin/gunicorn harness.asgi:application \
+  -k uvicorn_worker.UvicornWorker --bind "${HOST}:${PORT}" --workers 2 \
   --timeout 120 --access-logfile var/access.log --error-logfile var/web.log &
 WEB=$!
 trap 'kill $WEB $WORKER 2>/dev/null || true; wait 2>/dev/null || true' EXIT INT TERM

@@ -45,6 +45,8 @@ class ToolDefinition:
     idempotent: bool = False
     concurrency_safe: bool = False
     approval: str = "never"
+    # Four eyes by default: the run's own end user may approve its held calls only if true.
+    self_approval: bool = False
     sensitive: dict[str, dict[str, str]] = field(default_factory=dict)
     key_fields: tuple[str, ...] = ()
     carries: tuple[str, ...] = ()
@@ -168,6 +170,7 @@ def _read_tool_file(
         idempotent=data.get("idempotent", False),
         concurrency_safe=data.get("concurrency_safe", False),
         approval=data.get("approval", "never"),
+        self_approval=data.get("self_approval", False),
         sensitive=data.get("sensitive", {}),
         key_fields=tuple(data.get("key_fields", ())),
         carries=tuple(labels.get("carries", ())),

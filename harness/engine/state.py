@@ -25,7 +25,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import F, Q
+from django.db.models import DateTimeField, DurationField, ExpressionWrapper, F, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -152,10 +152,20 @@ def pause(lease: Lease, detail: str) -> None:
 
 
 def resume(run_id: str) -> bool:
-    """awaiting_approval → queued, once every held call is decided; True for one caller."""
+    """awaiting_approval → queued, once every held call is decided; True for one caller.
+
+    Waiting for a human does not count against the run's deadline: ``deadline_at`` moves
+    later by the wait (``updated_at`` was set when the run paused, and nothing writes a run
+    while it waits). The budget's wall time counts driven segments only."""
+    now = timezone.now()
+    waited = ExpressionWrapper(
+        Value(now, output_field=DateTimeField()) - F("updated_at"), output_field=DurationField()
+    )
     return bool(
         Run.objects.filter(id=run_id, status=RunStatus.AWAITING_APPROVAL).update(
-            status=RunStatus.QUEUED, updated_at=timezone.now()
+            status=RunStatus.QUEUED,
+            updated_at=now,
+            deadline_at=ExpressionWrapper(F("deadline_at") + waited, output_field=DateTimeField()),
         )
     )
 

@@ -65,8 +65,8 @@ class DrivePolicy:
         return loaded
 
     def refresh(self) -> None:
-        """Once per step: forget the decisions if the policy version moved."""
-        key = policy.current_version_key()
+        """Once per step: forget the decisions if the tenant's policy version moved."""
+        key = policy.current_version_key(self.tenant)
         if key != self.version_key:
             self._acl.clear()
             self.version_key = key
@@ -345,6 +345,7 @@ def _hold(
         rule=verdict.rule,
         reason=verdict.reason,
         policy_version=verdict.version,
+        self_approval=tool.self_approval,  # four eyes unless the tool file says otherwise
     )
     scope.policy.approvals[call.id] = approval
     _record_check(

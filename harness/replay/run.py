@@ -4,7 +4,7 @@ policy change previewed over a tenant's last runs — before it is saved.
 Replay reads what the run recorded — the model's responses and the tool results, from the
 run's sealed (clear) conversation, or from the masked audit records where there is none — and
 puts every proposed tool call through the same decision chain as the loop (``precheck_call``
-and ``rule_gate`` of ``harness.tool_calls``), asking the policy through an in-memory
+and ``rule_gate`` of ``harness.engine.decisions``), asking the policy through an in-memory
 ``PolicySnapshot``. It never calls a model, never executes a tool and writes nothing: no span,
 audit record, approval, label, ledger charge or limit counter. The labels a run holds (chain
 rules) and the tool calls it made (limits) are counted in memory.

@@ -70,7 +70,7 @@ SESSION_COOKIE_SECURE = env_bool("DJANGO_SESSION_COOKIE_SECURE", default=False)
 CSRF_COOKIE_SECURE = env_bool("DJANGO_CSRF_COOKIE_SECURE", default=False)
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "harness.admin_config.HarnessAdminConfig",  # django.contrib.admin, every page tenant-scoped
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -121,7 +121,11 @@ TEMPLATES = [
 # --- Database -------------------------------------------------------------------------------
 DATABASE_URL = env_str("DATABASE_URL")
 if DATABASE_URL:
-    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+    DATABASES = {
+        "default": dj_database_url.parse(
+            DATABASE_URL, conn_max_age=env_int("HARNESS_DB_CONN_MAX_AGE", 60, minimum=0)
+        )
+    }
 else:
     DATABASES = {
         "default": {"ENGINE": "django.db.backends.sqlite3", "NAME": VAR_DIR / "harness.sqlite3"}
@@ -295,9 +299,18 @@ HARNESS_AUDIT_CHECKPOINT_KEY = hkdf(
 ).hex()
 # Masking v2 (README "Masking"): regions a phone number written nationally is looked up in,
 # and extra detectors (dotted paths to a detector, its class or a factory).
-HARNESS_PHONE_REGIONS = tuple(
-    r.upper() for r in env_list("HARNESS_PHONE_REGIONS")
-) or ("CN", "US", "CA", "GB", "DE", "FR", "ES", "IT", "JP", "IN")
+HARNESS_PHONE_REGIONS = tuple(r.upper() for r in env_list("HARNESS_PHONE_REGIONS")) or (
+    "CN",
+    "US",
+    "CA",
+    "GB",
+    "DE",
+    "FR",
+    "ES",
+    "IT",
+    "JP",
+    "IN",
+)
 HARNESS_MASKING_DETECTORS = tuple(env_list("HARNESS_MASKING_DETECTORS"))
 HARNESS_TRACE_RETENTION_DAYS = env_int("HARNESS_TRACE_RETENTION_DAYS", 365, minimum=1)
 HARNESS_TRACE_RETENTION_BATCH = env_int("HARNESS_TRACE_RETENTION_BATCH", 500, minimum=1)
@@ -332,6 +345,8 @@ HARNESS_TENANT_DAILY_TOOL_CALLS = env_int("HARNESS_TENANT_DAILY_TOOL_CALLS", 0, 
 # What a model call reserves for its answer on top of the prompt estimate.
 HARNESS_COMPLETION_RESERVE_TOKENS = env_int("HARNESS_COMPLETION_RESERVE_TOKENS", 1024, minimum=1)
 HARNESS_APPROVAL_TTL_S = env_int("HARNESS_APPROVAL_TTL_S", 86_400, minimum=1)
+# Live event streams (GET /runs/{id}/events) a tenant may hold open at once, all processes.
+HARNESS_EVENT_STREAMS_PER_TENANT = env_int("HARNESS_EVENT_STREAMS_PER_TENANT", 50, minimum=1)
 CELERY_BEAT_SCHEDULE["expire-approvals"] = {
     "task": "policy.expire_approvals",
     "schedule": env_float("HARNESS_SWEEP_INTERVAL_S", 15.0, minimum=0.5),

@@ -125,7 +125,7 @@ def test_an_auditor_finds_a_run_by_request_id_and_reads_its_timeline(
     assert total_cost == f"{run.cost_usd:.6f}" != "0.000000"
     assert tool_names == ["get_ticket", "update_ticket", "notify_user"]
     assert "allowed" in first_check
-    assert "member, acme, ticket, read, allow" in first_check
+    assert "role:member, acme, ticket, read, allow" in first_check
     assert "policy v" in first_check
     assert not hidden_before
     assert shown_after

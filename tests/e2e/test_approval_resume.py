@@ -27,7 +27,7 @@ def test_an_approved_run_is_resumed_by_a_worker(acme, escalating_agent, celery_w
     decided = acme.post(
         f"/api/v1/runs/{run['id']}/approvals/{approval['call_id']}",
         {"decision": "approve", "arguments_sha256": approval["arguments_sha256"]},
-        **{"X-Harness-User": "alice"},
+        **{"X-Harness-User": "admin"},  # four eyes: not the run's own user
     )
 
     assert decided.status_code == 200

@@ -36,7 +36,7 @@ def test_the_admin_lists_runs_and_shows_a_run_as_a_timeline_of_steps(acme, opera
     assert tools == ["get_ticket", "update_ticket", "notify_user"]
     checks = re.findall(r'data-kind="policy_check" data-tool="(\w+)"', page)
     assert checks == ["get_ticket", "update_ticket", "notify_user"]
-    assert 'by rule <code class="policy-rule">member, acme, ticket, read, allow</code>' in page
+    assert 'by rule <code class="policy-rule">role:member, acme, ticket, read, allow</code>' in page
     assert re.search(r"\(policy v\d+\)", page)
     assert page.count('<details class="model-saw">') == 4
     assert page.count('<details class="tool-io">') == 3

@@ -6,7 +6,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 
 from harness.models import Run, StaffTenantGrant, Tenant
-from policy.models import PolicyChange, PolicyVersion
+from policy.models import PolicyChange, TenantPolicyVersion
 
 DEMO = {"agent": "ticket-assistant", "user": "bob", "input": "Why T-20250318-007?"}
 
@@ -44,7 +44,7 @@ def test_a_staff_user_cannot_replay_another_tenants_run(acme, demo):
 
 def test_the_preview_saves_nothing_until_asked_and_then_records_the_edit(acme, operator):
     acme.post("/api/v1/runs", DEMO)
-    version = PolicyVersion.objects.get().version
+    version = TenantPolicyVersion.objects.get(tenant="acme").version
     form = {
         "tenant": Tenant.objects.get(slug="acme").pk,
         "op": "add",
@@ -58,12 +58,12 @@ def test_the_preview_saves_nothing_until_asked_and_then_records_the_edit(acme, o
 
     assert preview.status_code == 200
     assert preview.content.decode().count('class="what-if-change"') == 1
-    assert PolicyVersion.objects.get().version == version
+    assert TenantPolicyVersion.objects.get(tenant="acme").version == version
     saved = operator.post("/admin/harness/run/preview-policy/", form | {"save": "1"})
     assert saved.status_code == 302
     change = PolicyChange.objects.order_by("-id").first()
     assert change.actor == "admin"
-    assert PolicyVersion.objects.get().version == version + 1
+    assert TenantPolicyVersion.objects.get(tenant="acme").version == version + 1
 
 
 def test_a_malformed_proposed_change_is_named_in_the_form(acme, operator):

@@ -25,7 +25,7 @@ ASSIGN = {
 
 def test_a_user_without_the_scope_is_refused_and_the_model_is_told(acme, agent_dir):
     assign_role("acme", "dave", "viewer", actor="test")
-    add_permission("acme", "viewer", "ticket:read", "allow", actor="test")
+    add_permission("acme", "role:viewer", "ticket:read", "allow", actor="test")
 
     run = run_script(acme, agent_dir, [ASSIGN, {"text": "I could not assign it."}], user="dave")
 
@@ -48,7 +48,7 @@ def test_a_user_without_the_scope_is_refused_and_the_model_is_told(acme, agent_d
 
 def test_tools_the_user_may_not_call_are_not_shown_to_the_model(acme, agent_dir):
     assign_role("acme", "dave", "viewer", actor="test")
-    add_permission("acme", "viewer", "ticket:read", "allow", actor="test")
+    add_permission("acme", "role:viewer", "ticket:read", "allow", actor="test")
 
     run = run_script(acme, agent_dir, [{"text": "hello"}], user="dave")
 

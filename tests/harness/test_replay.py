@@ -15,8 +15,8 @@ from policy.models import (
     BudgetLedger,
     PolicyChange,
     PolicyRule,
-    PolicyVersion,
     RunLabel,
+    TenantPolicyVersion,
     ToolApproval,
 )
 from tests.factories import write_agent, write_tool
@@ -315,7 +315,7 @@ def test_replay_of_another_tenants_run_is_not_found(acme, globex, agent_dir):
 
 
 def policy_state() -> tuple[Any, ...]:
-    version = PolicyVersion.objects.filter(pk=1).values_list("version", "stamp").first()
+    version = list(TenantPolicyVersion.objects.values_list("tenant", "version", "stamp"))
     return (
         version,
         CasbinRule.objects.count(),

@@ -41,7 +41,7 @@ def approvals_of(client, run):
     return {a["call_id"]: a for a in client.get(run["links"]["approvals"]).json()}
 
 
-def decide(client, run, call_id, decision, user="alice", sha256=None, **extra):
+def decide(client, run, call_id, decision, user="admin", sha256=None, **extra):
     sha256 = sha256 or approvals_of(client, run)[call_id]["arguments_sha256"]
     return client.post(
         f"/api/v1/runs/{run['id']}/approvals/{call_id}",
@@ -89,7 +89,7 @@ def test_an_approved_call_runs_on_resume_and_is_not_proposed_to_the_model_again(
     [approval] = spans_of(acme, run, "approval")
     assert approval["status"] == "ok"
     assert approval["attributes"]["decision"] == "approved"
-    assert approval["attributes"]["decided_by"] == "alice"
+    assert approval["attributes"]["decided_by"] == "admin"
     assert [s["name"] for s in spans_of(acme, run, "tool_call")] == ["update_ticket"]
 
 
@@ -104,7 +104,7 @@ def test_a_denied_call_reaches_the_model_as_a_tool_error(acme, agent_dir):
     assert finished.status == "succeeded"
     [result] = tool_results(run["id"])
     assert result["error"]["code"] == "approval_denied"
-    assert "alice denied it (not yet)" in result["error"]["message"]
+    assert "admin denied it (not yet)" in result["error"]["message"]
     assert Ticket.objects.get(tenant="acme", ticket_id=TICKET).status == "open"
     [approval] = spans_of(acme, run, "approval")
     assert (approval["status"], approval["attributes"]["decision"]) == ("refused", "denied")

@@ -124,7 +124,7 @@ def test_a_run_past_its_wall_time_ends_as_deadline_exceeded(acme, agent_dir):
     acme.post(
         f"/api/v1/runs/{run['id']}/approvals/{approval.call_id}",
         {"decision": "approve", "arguments_sha256": approval.arguments_sha256},
-        **{"X-Harness-User": "alice"},
+        **{"X-Harness-User": "admin"},  # four eyes: not the run's own user
     )
 
     finished = resume_run(run["id"])

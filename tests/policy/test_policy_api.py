@@ -100,7 +100,7 @@ def test_the_policy_lists_lines_rules_and_the_version(acme):
     policy = acme.get("/api/v1/policies", **ADMIN).json()
 
     assert {"user": "alice", "role": "tenant_admin"} in policy["roles"]
-    assert {"subject": "member", "scope": "ticket:write", "effect": "allow"} in policy[
+    assert {"subject": "role:member", "scope": "ticket:write", "effect": "allow"} in policy[
         "permissions"
     ]
     assert all(r["user"] != "charlie" for r in policy["roles"])
