@@ -89,7 +89,10 @@ def build_server() -> MCPServer:
     async def refuse(reason: str) -> str:
         raise ToolError(f"refused: {reason}")
 
-    @server.tool(description="A picture of the ticket's attachment, with a caption.")
+    @server.tool(
+        description="A picture of the ticket's attachment, with a caption.",
+        structured_output=False,
+    )
     async def picture() -> list[Any]:
         return [
             TextContent(type="text", text="the attachment"),

@@ -21,6 +21,7 @@ import concurrent.futures
 import contextlib
 import logging
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -163,10 +164,19 @@ async def _transport(config: McpServerConfig) -> Any:
 
 
 def _errlog() -> Any:
-    """Where a stdio server's stderr goes: this process's stderr (the worker's log)."""
-    import sys
+    """Where a stdio server's stderr goes: this process's stderr (the worker's log).
 
-    return sys.stderr
+    It must be a real file: Celery and pytest replace ``sys.stderr`` with objects that have
+    no file descriptor, so fall back to the original stderr, then to /dev/null.
+    """
+    for stream in (sys.stderr, sys.__stderr__):
+        try:
+            if stream is not None:
+                stream.fileno()
+                return stream
+        except (OSError, ValueError, AttributeError):
+            continue
+    return open(os.devnull, "w")
 
 
 def _why(exc: BaseException) -> str:
@@ -250,9 +260,10 @@ class McpPool:
             raise
         except Exception as exc:
             from mcp import MCPError
+            from mcp_types.jsonrpc import CONNECTION_CLOSED
 
-            if isinstance(exc, MCPError) and connection.alive:
-                raise McpProtocolError(str(exc)) from exc
+            if isinstance(exc, MCPError) and exc.code != CONNECTION_CLOSED:
+                raise McpProtocolError(exc.message) from exc
             connection.drop()
             raise McpUnavailable(
                 f"MCP server {config.name}: the connection broke during the call ({_why(exc)})"
