@@ -68,8 +68,8 @@ class Command(BaseCommand):
         warnings = sum(1 for fault in faults if fault.severity == "warning")
         summary = (
             f"{len(files)} tool file(s) checked: {len(tools)} tool(s) loaded, "
-            f"{errors} error(s), {warnings} warning(s), {drifted} drifted."
-        )
+            f"{errors} error(s), {warnings} warning(s)"
+        ) + (f", {drifted} drifted." if drifted else ".")
         if errors or drifted:
             raise CommandError(summary, returncode=1)
         self.stdout.write(self.style.SUCCESS(summary))
