@@ -52,7 +52,9 @@ class McpProtocolError(Exception):
 class _Connection:
     """One server's session, owned by a task on the pool's loop."""
 
-    def __init__(self, config: McpServerConfig, on_connect: Callable[[str], None]) -> None:
+    def __init__(
+        self, config: McpServerConfig, on_connect: Callable[[str, dict[str, Any]], None]
+    ) -> None:
         self.config = config
         self.session: ClientSession | None = None
         self.task: asyncio.Task[None] | None = None
@@ -61,6 +63,7 @@ class _Connection:
         self.tools: dict[str, types.Tool] | None = None
         self.listed_at = 0.0
         self.connects = 0
+        self.reported = 0  # the connection whose first tool list was reported
         self.on_connect = on_connect
 
     @property
@@ -84,7 +87,6 @@ class _Connection:
                     f"MCP server {self.config.name} did not answer within {timeout:g} s"
                 ) from exc
             self.connects += 1
-        self.on_connect(self.config.name)
         return self.session
 
     def drop(self) -> None:
@@ -142,6 +144,10 @@ class _Connection:
                 if not cursor:
                     break
             self.tools, self.listed_at = tools, time.monotonic()
+            if self.reported != self.connects:
+                # A new connection: compare its tools with the pins once (start-up check).
+                self.reported = self.connects
+                self.on_connect(self.config.name, tools)
         return self.tools
 
 
@@ -192,7 +198,8 @@ class McpPool:
         self.pid = os.getpid()
         self.loop = asyncio.new_event_loop()
         self.connections: dict[str, _Connection] = {}
-        self.connect_listeners: list[Callable[[str], None]] = []
+        # Called with (server, advertised tools) at the first listing of each connection.
+        self.connect_listeners: list[Callable[[str, dict[str, Any]], None]] = []
         self.thread = threading.Thread(
             target=self.loop.run_forever, name="mcp-sessions", daemon=True
         )
@@ -219,10 +226,10 @@ class McpPool:
             self.connections[config.name] = connection
         return connection
 
-    def _connected(self, server: str) -> None:
+    def _connected(self, server: str, tools: dict[str, Any]) -> None:
         for listener in list(self.connect_listeners):
             try:
-                listener(server)
+                listener(server, tools)
             except Exception:
                 logger.exception("MCP connect listener failed for %s", server)
 
@@ -285,7 +292,10 @@ def get_pool() -> McpPool:
     global _pool
     with _pool_lock:
         if _pool is None or _pool.pid != os.getpid():
+            from tools.mcp.services import log_drift
+
             _pool = McpPool()
+            _pool.connect_listeners.append(log_drift)
         return _pool
 
 

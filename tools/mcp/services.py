@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -13,6 +14,8 @@ from tools.mcp.config import McpServerConfig, get_mcp_config
 from tools.mcp.pin import Drift, compare, pin_for
 
 DRAFT_NAME = re.compile(r"[^a-zA-Z0-9_-]")
+
+logger = logging.getLogger(__name__)
 
 
 class McpServerUnknown(LookupError):
@@ -108,3 +111,30 @@ def check_drift(tools: Iterable[Any]) -> DriftReport:
             if drift is not None:
                 drifts.append((tool.path, drift))
     return DriftReport(drifts, unreachable, checked)
+
+
+def log_drift(server: str, advertised: dict[str, Any]) -> None:
+    """At each new connection of this process: warn, with a diff, about every pinned tool of
+    ``server`` that drifted (its calls are refused with ``tool_drifted`` meanwhile)."""
+    from tools.errors import ToolFilesInvalid
+    from tools.registry import get_tool_registry
+
+    try:
+        tools = get_tool_registry().tools.values()
+    except ToolFilesInvalid:
+        return
+    for tool in tools:
+        if tool.mcp is None or tool.mcp.server != server:
+            continue
+        handler = tool.mcp
+        drift = compare(
+            tool.name, server, handler.server_tool, handler.pin, advertised.get(handler.server_tool)
+        )
+        if drift is not None:
+            logger.warning(
+                "MCP tool %s drifted (%s): its calls are refused until %s is re-pinned\n%s",
+                tool.name,
+                drift.summary(),
+                tool.path,
+                drift.diff,
+            )
