@@ -12,6 +12,13 @@ mkdir -p var
 
 KEY=$($PY manage.py create_api_key --tenant acme --name make-run --replace)
 
+# The demo ticket desk also answers over MCP (tools/mcp/demo_server.py, started over stdio by
+# whichever process calls it first); its config names `python`, so the venv comes first.
+export PATH="$PWD/.venv/bin:$PATH"
+export HARNESS_MCP_CONFIG=${HARNESS_MCP_CONFIG:-tools/mcp/demo-servers.json}
+$PY manage.py check_tools >var/check-tools.log 2>&1 \
+  || echo "check_tools reported problems (MCP drift?): see var/check-tools.log"
+
 # -B: beat inside the worker (recovers stalled runs, retries webhooks) — enough for one host.
 .venv/bin/celery -A harness worker -B --schedule var/celerybeat-schedule --loglevel INFO \
   --concurrency 2 >var/worker.log 2>&1 &
@@ -45,16 +52,20 @@ cat <<BANNER
   Logs       var/web.log, var/worker.log
   API key    ${KEY}   (tenant acme)
 
-  Try a demo run:
-
-  curl -s ${URL}/api/v1/runs \\
-    -H 'Authorization: Bearer ${KEY}' \\
-    -H 'Content-Type: application/json' \\
-    -d '{"agent": "ticket-assistant", "user": "bob", "input": "帮我查一下单号 T-20250318-007 为什么一直没人处理"}'
-
-  Then its trace: curl -s ${URL}/api/v1/runs/<id>/trace -H 'Authorization: Bearer ${KEY}'
-
-  Ctrl-C stops the server and the worker.
+  Demo scenarios (README "Demo scenarios"); each one's trace:
+  curl -s ${URL}/api/v1/runs/<id>/trace -H 'Authorization: Bearer ${KEY}'
 BANNER
+
+$PY - "$URL" "$KEY" <<'PYEOF'
+import json, shlex, sys
+url, key = sys.argv[1:3]
+for n, s in enumerate(json.load(open("scripts/demo-scenarios.json", encoding="utf-8")), 1):
+    body = json.dumps({"agent": "ticket-assistant", "user": s["user"], "input": s["input"]},
+                      ensure_ascii=False)
+    print(f"  {n}. {s['title']}\n     {s['see']}\n")
+    print(f"  curl -s {url}/api/v1/runs -H 'Authorization: Bearer {key}' \\")
+    print(f"    -H 'Content-Type: application/json' -d {shlex.quote(body)}\n")
+PYEOF
+echo "  Ctrl-C stops the server and the worker."
 
 wait $WEB

@@ -1,8 +1,10 @@
-"""System check: every tool file loads, or start-up stops naming the file and the fault."""
+"""System check: every tool file (and the MCP configuration) loads, or start-up stops naming
+the file and the fault."""
 
 from django.conf import settings
 from django.core import checks
 
+from tools.mcp.config import config_faults, get_mcp_config
 from tools.registry import load_tool_files, tool_files
 
 
@@ -13,7 +15,9 @@ def check_tool_files(app_configs, **kwargs) -> list[checks.CheckMessage]:
         settings.HARNESS_TOOL_TIMEOUT_S,
     )
     messages: list[checks.CheckMessage] = []
-    for fault in faults:
+    for fault in [*config_faults(get_mcp_config()), *faults]:
+        if fault.severity == "info":
+            continue
         kind = checks.Error if fault.severity == "error" else checks.Warning
         code = "tools.E001" if fault.severity == "error" else "tools.W001"
         messages.append(kind(fault.message, obj=fault.path, id=code))

@@ -16,6 +16,10 @@ class ToolErrorCode(StrEnum):
     HTTP_ERROR = "http_error"
     INVALID_RESPONSE = "invalid_response"
     OUTCOME_UNKNOWN = "outcome_unknown"
+    # MCP tools: the server no longer advertises what the tool file pinned; the server
+    # cannot be reached (or the connection broke during the call).
+    TOOL_DRIFTED = "tool_drifted"
+    MCP_UNAVAILABLE = "mcp_unavailable"
     # Refusals by the policy engine after the ACL: a chain or call rule, a human's denial (or
     # no decision in time), a limit on tool calls.
     POLICY_REFUSED = "policy_refused"
@@ -25,7 +29,9 @@ class ToolErrorCode(StrEnum):
 
 @dataclass(frozen=True)
 class ToolFileFault:
-    """One fault in one tool file. ``severity`` is "error" (stops start-up) or "warning"."""
+    """One fault in one tool file. ``severity`` is "error" (stops start-up), "warning", or
+    "info" (shown by ``check_tools`` only, e.g. a pinned MCP tool whose server is not
+    configured here: the tool is disabled)."""
 
     path: str
     message: str

@@ -180,6 +180,28 @@ def _fill(template: str, arguments: dict[str, Any], tool: str) -> str:
     return PLACEHOLDER.sub(replace, template)
 
 
+def fill_secrets(template: str) -> str:
+    """``${secret:NAME}`` replaced by ``HARNESS_SECRET_NAME``; ``MissingSecret`` if unset."""
+
+    def replace(match: re.Match[str]) -> str:
+        if not match["secret"]:
+            return match[0]
+        value = settings.HARNESS_SECRETS.get(match["secret"])
+        if value is None:
+            raise MissingSecret(match["secret"])
+        return value
+
+    return PLACEHOLDER.sub(replace, template)
+
+
+class MissingSecret(LookupError):
+    """A ``${secret:NAME}`` whose secret is not configured."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"secret {name} is not configured (set HARNESS_SECRET_{name})")
+        self.name = name
+
+
 def _query(arguments: dict[str, Any]) -> list[tuple[str, str]]:
     params = []
     for name, value in arguments.items():

@@ -25,6 +25,9 @@ from jsonschema.exceptions import SchemaError
 from gateway.messages import ToolSpec
 from tools.errors import ToolFileFault, ToolFilesInvalid
 from tools.http_tools import PLACEHOLDER, HttpHandler
+from tools.mcp.config import config_faults, get_mcp_config
+from tools.mcp.handler import McpHandler
+from tools.mcp.pin import Pin
 
 METASCHEMA_PATH = Path(__file__).with_name("tool_file.schema.json")
 # The strictest rule among providers (OpenAI's function names).
@@ -53,6 +56,7 @@ class ToolDefinition:
     sink: str | None = None
     result_schema: dict[str, Any] | None = None
     http: HttpHandler | None = None
+    mcp: McpHandler | None = None
     # {"tool": ..., "argument": ..., "field": ...}: how to fetch one item of a digest in full.
     fetch_details: dict[str, str] | None = None
 
@@ -61,7 +65,7 @@ class ToolDefinition:
 
     @property
     def handler(self) -> Callable[..., Any]:
-        return self.http or import_string(self.handler_path)
+        return self.http or self.mcp or import_string(self.handler_path)
 
     @property
     def validator(self) -> Draft202012Validator:
@@ -83,12 +87,17 @@ class ToolRegistry:
 def get_tool_registry() -> ToolRegistry:
     """The registry for the folders currently configured; raises ``ToolFilesInvalid``."""
     folders = tuple(str(Path(folder).resolve()) for folder in settings.HARNESS_TOOL_DIRS)
-    return _registry_for(folders, settings.HARNESS_TOOL_TIMEOUT_S)
+    config = get_mcp_config()
+    return _registry_for(folders, settings.HARNESS_TOOL_TIMEOUT_S, config.path, id(config))
 
 
 @cache
-def _registry_for(folders: tuple[str, ...], default_timeout_s: float) -> ToolRegistry:
+def _registry_for(
+    folders: tuple[str, ...], default_timeout_s: float, mcp_config: str, mcp_version: int
+) -> ToolRegistry:
+    # ``mcp_config``/``mcp_version`` key the cache: another configuration is another registry.
     tools, faults = load_tool_files(tool_files(folders), default_timeout_s)
+    faults = [*config_faults(get_mcp_config()), *faults]
     if any(f.severity == "error" for f in faults):
         raise ToolFilesInvalid(faults)
     return ToolRegistry(tools=tools, warnings=tuple(faults))
@@ -157,15 +166,27 @@ def _read_tool_file(
         return None, faults
     labels = data.get("labels", {})
     handler = data["handler"]
-    http = HttpHandler.from_spec(data["name"], handler) if isinstance(handler, dict) else None
+    http = mcp = None
+    handler_path = handler if isinstance(handler, str) else ""
+    enabled = data.get("enabled", True)
+    if isinstance(handler, dict) and handler["kind"] == "mcp":
+        mcp = McpHandler(
+            data["name"], handler["server"], handler["tool"], Pin.from_spec(handler["pin"])
+        )
+        handler_path = f"mcp {handler['server']}/{handler['tool']}"
+        # A tool whose server is not configured is kept out of sight (warned about above).
+        enabled = enabled and handler["server"] in get_mcp_config().servers
+    elif isinstance(handler, dict):
+        http = HttpHandler.from_spec(data["name"], handler)
+        handler_path = f"http {handler['method']}"
     tool = ToolDefinition(
         name=data["name"],
         description=data["description"],
         parameters=data["parameters"],
-        handler_path=handler if isinstance(handler, str) else f"http {handler['method']}",
+        handler_path=handler_path,
         access=tuple(data["access"]),
         path=where,
-        enabled=data.get("enabled", True),
+        enabled=enabled,
         timeout_s=float(data.get("timeout_s", default_timeout_s)),
         idempotent=data.get("idempotent", False),
         concurrency_safe=data.get("concurrency_safe", False),
@@ -177,6 +198,7 @@ def _read_tool_file(
         sink=labels.get("sink"),
         result_schema=data.get("result"),
         http=http,
+        mcp=mcp,
         fetch_details=data.get("fetch_details"),
     )
     return tool, faults
@@ -206,6 +228,8 @@ def _semantic_faults(where: str, data: dict[str, Any]) -> list[ToolFileFault]:
                 )
     if isinstance(data["handler"], str):
         faults.extend(_python_handler_faults(where, data["handler"]))
+    elif data["handler"]["kind"] == "mcp":
+        faults.extend(_mcp_handler_faults(where, data["handler"]))
     else:
         faults.extend(_http_handler_faults(where, data))
     faults.extend(_format_faults(where, data["parameters"]))
@@ -243,6 +267,31 @@ def _python_handler_faults(where: str, path: str) -> list[ToolFileFault]:
     if not callable(handler):
         return [ToolFileFault(where, f"handler {path!r} is not callable")]
     return []
+
+
+def _mcp_handler_faults(where: str, handler: dict[str, Any]) -> list[ToolFileFault]:
+    faults = []
+    if not Pin.from_spec(handler["pin"]).consistent:
+        faults.append(
+            ToolFileFault(
+                where,
+                "at /handler/pin: sha256 is not the hash of the pinned description and "
+                "input_schema (edit the tool file's contract, never the pin; re-pin with "
+                "import_mcp_tools)",
+            )
+        )
+    config = get_mcp_config()
+    if handler["server"] not in config.servers:
+        where_config = config.path or "HARNESS_MCP_CONFIG (unset)"
+        faults.append(
+            ToolFileFault(
+                where,
+                f"at /handler/server: MCP server {handler['server']!r} is not configured in "
+                f"{where_config}: the tool is disabled",
+                severity="info",
+            )
+        )
+    return faults
 
 
 def _http_handler_faults(where: str, data: dict[str, Any]) -> list[ToolFileFault]:

@@ -279,6 +279,11 @@ HARNESS_TOOL_MAX_THREADS = env_int("HARNESS_TOOL_MAX_THREADS", 16, minimum=1)
 HARNESS_TOOL_MAX_RETRIES = env_int("HARNESS_TOOL_MAX_RETRIES", 2, minimum=0)
 # ${secret:NAME} in HTTP tool files reads HARNESS_SECRET_NAME (or HARNESS_SECRET_NAME_FILE).
 HARNESS_SECRETS = env_prefixed("HARNESS_SECRET_")
+# MCP servers as tool providers (README "MCP tools"): {"mcpServers": {name: {...}}}.
+HARNESS_MCP_CONFIG = env_str("HARNESS_MCP_CONFIG")
+HARNESS_MCP_CONNECT_TIMEOUT_S = env_float("HARNESS_MCP_CONNECT_TIMEOUT_S", 15.0, minimum=0.1)
+# How long a server's tool list is trusted before a call lists it again (drift check).
+HARNESS_MCP_LIST_TTL_S = env_float("HARNESS_MCP_LIST_TTL_S", 30.0, minimum=0)
 
 CASBIN_MODEL = str(BASE_DIR / "policy" / "rbac_with_domains.conf")
 

@@ -11,35 +11,37 @@ def test_a_small_result_reaches_the_model_whole(run_script):
     done = run_script([{"name": "search_tickets", "arguments": {}}])
 
     result = done.tool_results[0]["result"]
-    assert result["count"] == 3
+    assert result["count"] == 5
     assert "title" in result["tickets"][0]
     assert done.spans("tool_call")[0]["attributes"]["result_digest"] is False
 
 
 def test_a_large_result_reaches_the_model_as_a_digest_of_its_key_fields(run_script, settings):
-    settings.HARNESS_TOOL_RESULT_MAX_CHARS = 900
+    settings.HARNESS_TOOL_RESULT_MAX_CHARS = 1100
 
     done = run_script([{"name": "search_tickets", "arguments": {}}])
 
     digest = done.tool_results[0]["result"]
     assert digest["digest"] is True
-    assert digest["count"] == 3
+    assert digest["count"] == 5
     assert [set(ticket) for ticket in digest["tickets"]] == [
         {"ticket_id", "status", "assignee_id", "sla_due"}
-    ] * 3
+    ] * 5
     assert [t["ticket_id"] for t in digest["tickets"]] == [
         "T-20250318-007",
         "T-20250320-011",
         "T-20250321-002",
+        "T-20250322-004",
+        "T-20250324-019",
     ]
     assert digest["details"]["tool"] == "get_ticket"
     assert digest["details"]["argument"] == "ticket_id"
     assert "Call get_ticket with ticket_id" in digest["details"]["how"]
-    assert len(json.dumps(digest, ensure_ascii=False)) <= 900
+    assert len(json.dumps(digest, ensure_ascii=False)) <= 1100
 
 
 def test_the_trace_keeps_the_whole_result_behind_a_digest(run_script, settings):
-    settings.HARNESS_TOOL_RESULT_MAX_CHARS = 900
+    settings.HARNESS_TOOL_RESULT_MAX_CHARS = 1100
 
     done = run_script([{"name": "search_tickets", "arguments": {}}])
 

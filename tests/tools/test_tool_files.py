@@ -269,16 +269,42 @@ def test_check_tools_without_paths_checks_the_configured_folders(tool_dir, setti
     output, failure = check_tools()
 
     assert "no required access declared" in output
-    assert failure == "7 tool file(s) checked: 6 tool(s) loaded, 1 error(s), 0 warning(s). (exit 1)"
+    assert failure == "8 tool file(s) checked: 7 tool(s) loaded, 1 error(s), 0 warning(s). (exit 1)"
 
 
 def test_the_projects_own_tool_files_pass(settings):
     settings.HARNESS_TOOL_DIRS = [PROJECT_TOOLS]
+    settings.HARNESS_MCP_CONFIG = ""
 
     output, failure = check_tools()
 
     assert failure is None
-    assert output == "6 tool file(s) checked: 6 tool(s) loaded, 0 error(s), 0 warning(s).\n"
+    assert output == (
+        "INFO    tools/definitions/get_ticket_messages.json: at /handler/server: MCP server "
+        "'tickets' is not configured in HARNESS_MCP_CONFIG (unset): the tool is disabled\n"
+        "7 tool file(s) checked: 7 tool(s) loaded, 0 error(s), 0 warning(s).\n"
+    )
+
+
+def test_the_projects_mcp_tool_matches_what_the_demo_server_advertises(
+    settings, monkeypatch, transactional_db
+):
+    from tools.mcp.client import reset_pool
+
+    settings.HARNESS_TOOL_DIRS = [PROJECT_TOOLS]
+    settings.HARNESS_MCP_CONFIG = str(
+        Path(django_settings.BASE_DIR) / "tools/mcp/demo-servers.json"
+    )
+    # The demo configuration names `python`: the one running the tests.
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+
+    try:
+        output, failure = check_tools()
+    finally:
+        reset_pool()
+
+    assert failure is None
+    assert output == "7 tool file(s) checked: 7 tool(s) loaded, 0 error(s), 0 warning(s).\n"
 
 
 def test_check_tools_exits_non_zero_on_an_error_and_zero_on_warnings(tmp_path):

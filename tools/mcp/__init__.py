@@ -1,0 +1,1 @@
+"""MCP servers as tool providers: configuration, sessions, pinned calls and drift checks."""
