@@ -15,14 +15,23 @@ from django.core.exceptions import ValidationError
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
+from django.utils.html import format_html
 
 import policy.admin as _policy_admin  # noqa: F401 -- registers the policy pages first
 import traces.admin as _traces_admin  # noqa: F401 -- registers the trace pages first
 from harness import webhooks
 from harness.console import (
     find_runs_touching,
+    format_duration,
+    format_money,
     granted_tenant_slugs,
+    held_calls,
+    mark_masked,
+    run_duration,
+    run_problem,
     run_timeline,
+    shorten,
+    status_tone,
     tenant_filter,
 )
 from harness.models import (
@@ -110,6 +119,12 @@ class ApiKeyAdmin(TenantScopedAdmin):
         return False  # keys are issued by `manage.py create_api_key`, which shows the secret once
 
 
+# Deciding a held call from a run's page needs what deciding it on the approvals page needs:
+# the right to change approvals in the admin, the run's tenant granted, and (checked by the
+# approval service) ``approval:decide`` for the staff user in that tenant's policy.
+DECIDE_PERMISSION = "policy.change_toolapproval"
+
+
 class ToolUsedFilter(admin.SimpleListFilter):
     title = "tool used"
     parameter_name = "tool"
@@ -129,14 +144,16 @@ class ToolUsedFilter(admin.SimpleListFilter):
 class RunAdmin(TenantScopedAdmin):
     list_display = [
         "request_id",
-        "tenant",
+        "status_badge",
         "agent",
         "user_id",
-        "status",
+        "short_input",
+        "duration",
         "steps",
-        "total_tokens",
-        "cost_usd",
-        "created_at",
+        "tokens",
+        "cost",
+        "created",
+        "tenant",
     ]
     list_filter = [
         "status",
@@ -180,6 +197,44 @@ class RunAdmin(TenantScopedAdmin):
     ]
     exclude = ["messages", "sealed", "idempotency_key", "lease_owner", "lease_expires_at"]
 
+    @admin.display(description="status", ordering="status")
+    def status_badge(self, run: Run) -> str:
+        return format_html(
+            '<span class="run-status status-{}" data-status="{}">{}</span>',
+            status_tone(run.status),
+            run.status,
+            run.get_status_display(),
+        )
+
+    @admin.display(description="input")
+    def short_input(self, run: Run) -> str:
+        # Run.input is stored masked; the cell shows its start, the title all of it.
+        return format_html(
+            '<span class="run-input" title="{}">{}</span>',
+            run.input,
+            mark_masked(shorten(run.input, 48)),
+        )
+
+    @admin.display(description="duration")
+    def duration(self, run: Run) -> str:
+        return format_duration(run_duration(run))
+
+    @admin.display(description="tokens", ordering="prompt_tokens")
+    def tokens(self, run: Run) -> str:
+        return f"{run.total_tokens:,}"
+
+    @admin.display(description="cost", ordering="cost_usd")
+    def cost(self, run: Run) -> str:
+        return format_money(run.cost_usd)
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, run: Run) -> str:
+        return format_html(
+            '<span title="{}">{}</span>',
+            run.created_at.isoformat(timespec="seconds"),
+            run.created_at.strftime("%b %d, %H:%M:%S"),
+        )
+
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet, search_term: str
     ) -> tuple[QuerySet, bool]:
@@ -201,15 +256,23 @@ class RunAdmin(TenantScopedAdmin):
         context = dict(extra_context or {})
         if run is not None:
             context["timeline"] = run_timeline(run)
+            context["problem"] = run_problem(run)
+            context["held_calls"] = held_calls(run)
+            context["can_decide"] = request.user.has_perm(DECIDE_PERMISSION)
         return super().change_view(request, object_id, form_url, context)
 
     def get_urls(self) -> list[Any]:
         from django.urls import path
 
-        from harness.admin_views import policy_preview_view, run_replay_view
+        from harness.admin_views import decide_call_view, policy_preview_view, run_replay_view
 
         wrap = self.admin_site.admin_view
         return [
+            path(
+                "<path:object_id>/decide/",
+                wrap(lambda request, object_id: decide_call_view(self, request, object_id)),
+                name="harness_run_decide",
+            ),
             path(
                 "<path:object_id>/replay/",
                 wrap(lambda request, object_id: run_replay_view(self, request, object_id)),
