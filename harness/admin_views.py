@@ -10,11 +10,10 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
-from django.views.decorators.http import require_POST
 
 from harness.console import granted_tenant_slugs
 from harness.errors import HarnessError
@@ -32,7 +31,6 @@ class DecisionForm(forms.Form):
     comment = forms.CharField(max_length=500, required=False)
 
 
-@require_POST
 def decide_call_view(
     model_admin: admin.ModelAdmin, request: HttpRequest, object_id: str
 ) -> HttpResponse:
@@ -42,6 +40,8 @@ def decide_call_view(
     shown on the page). Needs the admin's approval-change permission and the run's tenant."""
     from harness.admin import DECIDE_PERMISSION
 
+    if request.method != "POST":
+        return HttpResponseNotAllowed(["POST"])
     run = model_admin.get_object(request, object_id)  # tenant-scoped: None if not granted
     if run is None or not request.user.has_perm(DECIDE_PERMISSION):
         raise PermissionDenied
@@ -133,7 +133,11 @@ class PolicyChangeForm(forms.Form):
         data = super().clean()
         data["target"] = data.get("target") or "permission"
         target, op = data["target"], data.get("op")
-        required = {"permission": ["subject", "scope", "effect"], "role": ["user", "role"], "rule": ["rule"]}
+        required = {
+            "permission": ["subject", "scope", "effect"],
+            "role": ["user", "role"],
+            "rule": ["rule"],
+        }
         for name in required.get(target or "", []):
             if not data.get(name):
                 self.add_error(name, f"Required to change {dict(TARGETS)[target]}.")
