@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
             if options.count and len(seen) >= options.count:
                 enough.set()
 
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 -- stdlib's name
+        def log_message(self, format: str, *args: object) -> None:
             pass  # one line per event is printed by ``say``; no access log
 
     server = ThreadingHTTPServer((options.host, options.port), Handler)
