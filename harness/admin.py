@@ -13,10 +13,23 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
+from django.utils.html import format_html
 
 from harness import webhooks
 from harness.admin_site import TenantScopedAdmin
-from harness.console import find_runs_touching, granted_tenant_slugs, run_timeline
+from harness.console import (
+    find_runs_touching,
+    format_duration,
+    format_money,
+    granted_tenant_slugs,
+    held_calls,
+    mark_masked,
+    run_duration,
+    run_problem,
+    run_timeline,
+    shorten,
+    status_tone,
+)
 from harness.models import (
     ApiKey,
     CostReport,
@@ -74,6 +87,12 @@ class ApiKeyAdmin(TenantScopedAdmin):
         return False  # keys are issued by `manage.py create_api_key`, which shows the secret once
 
 
+# Deciding a held call from a run's page needs what deciding it on the approvals page needs:
+# the right to change approvals in the admin, the run's tenant granted, and (checked by the
+# approval service) ``approval:decide`` for the staff user in that tenant's policy.
+DECIDE_PERMISSION = "policy.change_toolapproval"
+
+
 class ToolUsedFilter(admin.SimpleListFilter):
     title = "tool used"
     parameter_name = "tool"
@@ -92,15 +111,17 @@ class ToolUsedFilter(admin.SimpleListFilter):
 @admin.register(Run)
 class RunAdmin(TenantScopedAdmin):
     list_display = [
-        "request_id",
-        "tenant",
+        "run",
+        "status_badge",
         "agent",
         "user_id",
-        "status",
+        "short_input",
+        "duration",
         "steps",
-        "total_tokens",
-        "cost_usd",
-        "created_at",
+        "tokens",
+        "cost",
+        "created",
+        "tenant",
     ]
     list_filter = [
         "status",
@@ -136,13 +157,72 @@ class RunAdmin(TenantScopedAdmin):
         "max_steps",
         "prompt_tokens",
         "completion_tokens",
-        "cost_usd",
+        "cost_detail",
         "callback_url",
         "created_at",
         "started_at",
         "finished_at",
+        "deadline_at",
+        "cancel_requested_at",
     ]
-    exclude = ["messages", "sealed", "idempotency_key", "lease_owner", "lease_expires_at"]
+    exclude = [
+        "messages",
+        "sealed",
+        "idempotency_key",
+        "lease_owner",
+        "lease_expires_at",
+        "cost_usd",  # shown as cost_detail: money, and the exact figure
+    ]
+
+    @admin.display(description="request id", ordering="request_id")
+    def run(self, run: Run) -> str:
+        # The first 12 characters tell runs apart on a page; the whole id is in the title and
+        # on the run's page, and the search box takes it whole.
+        return format_html(
+            '<span class="request-id" title="{}">{}…</span>', run.request_id, run.request_id[:12]
+        )
+
+    @admin.display(description="status", ordering="status")
+    def status_badge(self, run: Run) -> str:
+        return format_html(
+            '<span class="run-status status-{}" data-status="{}">{}</span>',
+            status_tone(run.status),
+            run.status,
+            run.get_status_display(),
+        )
+
+    @admin.display(description="input")
+    def short_input(self, run: Run) -> str:
+        # Run.input is stored masked; the cell shows its start, the title all of it.
+        return format_html(
+            '<span class="run-input" title="{}">{}</span>',
+            run.input,
+            mark_masked(shorten(run.input, 48)),
+        )
+
+    @admin.display(description="duration")
+    def duration(self, run: Run) -> str:
+        return format_duration(run_duration(run))
+
+    @admin.display(description="tokens", ordering="prompt_tokens")
+    def tokens(self, run: Run) -> str:
+        return f"{run.total_tokens:,}"
+
+    @admin.display(description="cost", ordering="cost_usd")
+    def cost(self, run: Run) -> str:
+        return format_money(run.cost_usd)
+
+    @admin.display(description="cost")
+    def cost_detail(self, run: Run) -> str:
+        return f"{format_money(run.cost_usd)} ({run.cost_usd:f} USD)"
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, run: Run) -> str:
+        return format_html(
+            '<span title="{}">{}</span>',
+            run.created_at.isoformat(timespec="seconds"),
+            run.created_at.strftime("%b %d, %H:%M:%S"),
+        )
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet, search_term: str
@@ -165,14 +245,25 @@ class RunAdmin(TenantScopedAdmin):
         context = dict(extra_context or {})
         if run is not None:
             context["timeline"] = run_timeline(run)
+            context["problem"] = run_problem(run)
+            context["held_calls"] = held_calls(run)
+            context["can_decide"] = request.user.has_perm(DECIDE_PERMISSION)
         return super().change_view(request, object_id, form_url, context)
 
     def get_urls(self) -> list[Any]:
         from django.urls import path
 
-        from harness.admin_views import policy_preview_view, run_replay_view
+        from harness.admin_views import decide_call_view, policy_preview_view, run_replay_view
 
         return [
+            path(
+                "<path:object_id>/decide/",
+                # Also needs the approval-change permission, checked by the view.
+                self.permission_view(
+                    lambda request, object_id: decide_call_view(self, request, object_id), "view"
+                ),
+                name="harness_run_decide",
+            ),
             path(
                 "<path:object_id>/replay/",
                 self.permission_view(
@@ -182,8 +273,8 @@ class RunAdmin(TenantScopedAdmin):
             ),
             path(
                 "preview-policy/",
-                # Previewing needs view_run; saving also needs the Casbin lines' edit
-                # permission, checked by the view.
+                # Previewing needs view_run; saving also needs the edit permission of what
+                # the change edits (Casbin lines or rules), checked by the view.
                 self.permission_view(lambda request: policy_preview_view(self, request), "view"),
                 name="harness_policy_preview",
             ),

@@ -1,25 +1,75 @@
-"""Console pages beyond the changelists: a run's replay, and a policy change previewed against
-past runs (what-if) before it is saved. Thin: forms and templates around harness.replay and the
-policy services."""
+"""Console pages beyond the changelists: a held call decided from its run's page, a run's
+replay, and a policy change previewed against past runs (what-if) before it is saved. Thin:
+forms and templates around harness.services, harness.replay and the policy services."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from casbin_adapter.models import CasbinRule
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
+from django.urls import reverse
 
 from harness.console import granted_tenant_slugs
 from harness.errors import HarnessError
 from harness.models import Run, Tenant
 from harness.replay import replay_run, what_if
+from harness.services import decide_tool_call
 from policy import services as policy
 from policy.errors import PolicyError
+from policy.models import PolicyRule
+
+
+class DecisionForm(forms.Form):
+    call_id = forms.CharField(max_length=100)
+    arguments_sha256 = forms.RegexField(regex=r"^[0-9a-f]{64}$")
+    decision = forms.ChoiceField(choices=[("approve", "approve"), ("deny", "deny")])
+    comment = forms.CharField(max_length=500, required=False)
+
+
+def decide_call_view(
+    model_admin: admin.ModelAdmin, request: HttpRequest, object_id: str
+) -> HttpResponse:
+    """Approve or deny a held call of the run from its page, recorded exactly as the approvals
+    page and the API record it (``decide_tool_call``: the staff user decides as themselves and
+    needs ``approval:decide`` in the run's tenant; the decision binds to the arguments' hash
+    shown on the page). Needs the admin's approval-change permission and the run's tenant."""
+    from harness.admin import DECIDE_PERMISSION
+
+    if request.method != "POST":
+        return HttpResponseNotAllowed(["POST"])
+    run = model_admin.get_object(request, object_id)  # tenant-scoped: None if not granted
+    if run is None or not request.user.has_perm(DECIDE_PERMISSION):
+        raise PermissionDenied
+    form = DecisionForm(request.POST)
+    page = reverse("admin:harness_run_change", args=[run.pk])
+    if not form.is_valid():
+        messages.error(request, f"Not decided: {form.errors.as_text()}")
+        return redirect(page)
+    data = form.cleaned_data
+    approve = data["decision"] == "approve"
+    try:
+        decide_tool_call(
+            run.tenant,
+            str(run.id),
+            data["call_id"],
+            approver=request.user.get_username(),
+            approve=approve,
+            arguments_sha256=data["arguments_sha256"],
+            comment=data["comment"] or "decided in the admin",
+        )
+    except (PolicyError, HarnessError) as exc:
+        messages.error(request, f"Not decided ({exc.code}): {exc.message}")
+    else:
+        verb = "Approved" if approve else "Denied"
+        messages.success(request, f"{verb} {data['call_id']}: the run resumes on a worker.")
+    return redirect(page)
 
 
 def run_replay_view(
@@ -45,36 +95,87 @@ def run_replay_view(
     return TemplateResponse(request, "admin/harness/run/replay.html", context)
 
 
+TARGETS = [("permission", "a permission"), ("role", "a role assignment"), ("rule", "a rule")]
+
+
 class PolicyChangeForm(forms.Form):
+    """One proposed edit, shaped as the what-if API takes it (README, "What-if")."""
+
     tenant = forms.ModelChoiceField(queryset=Tenant.objects.none())
-    op = forms.ChoiceField(choices=[("add", "add"), ("remove", "remove")], initial="add")
-    subject = forms.CharField(help_text="A user (bob) or a role (role:member).")
-    scope = forms.CharField(help_text="object:action, e.g. ticket:write.")
-    effect = forms.ChoiceField(choices=[("deny", "deny"), ("allow", "allow")], initial="deny")
+    target = forms.ChoiceField(
+        choices=TARGETS, initial="permission", label="Change", required=False
+    )
+    op = forms.ChoiceField(
+        choices=[("add", "add"), ("remove", "remove"), ("update", "update (rules)")],
+        initial="add",
+    )
+    subject = forms.CharField(required=False, help_text="Permission: a user or role, e.g. bob.")
+    scope = forms.CharField(
+        required=False, help_text="Permission: object:action, e.g. ticket:write."
+    )
+    effect = forms.ChoiceField(
+        choices=[("deny", "deny"), ("allow", "allow")], initial="deny", required=False
+    )
+    user = forms.CharField(required=False, help_text="Role assignment: the user, e.g. dave.")
+    role = forms.CharField(required=False, help_text="Role assignment: the role, e.g. member.")
+    rule = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 4, "cols": 60}),
+        help_text='Rule: JSON as the rules API takes it, e.g. {"name": "tickets-stay-put", '
+        '"kind": "flow", "label": "customer_content", "sink": "*", "effect": '
+        '"require_approval"}; for remove only {"name": …}.',
+    )
     limit = forms.IntegerField(min_value=1, max_value=200, initial=20, help_text="Runs examined.")
 
     def __init__(self, *args: Any, tenants: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["tenant"].queryset = tenants
 
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        data["target"] = data.get("target") or "permission"
+        target, op = data["target"], data.get("op")
+        required = {
+            "permission": ["subject", "scope", "effect"],
+            "role": ["user", "role"],
+            "rule": ["rule"],
+        }
+        for name in required.get(target or "", []):
+            if not data.get(name):
+                self.add_error(name, f"Required to change {dict(TARGETS)[target]}.")
+        if op == "update" and target != "rule":
+            self.add_error(
+                "op", "Only rules are updated; permissions and roles are added or removed."
+            )
+        if target == "rule" and data.get("rule"):
+            try:
+                body = json.loads(data["rule"])
+            except json.JSONDecodeError as exc:
+                self.add_error("rule", f"Not JSON: {exc.msg} (line {exc.lineno}).")
+            else:
+                if not isinstance(body, dict):
+                    self.add_error("rule", "A JSON object, please.")
+                else:
+                    data["rule_body"] = body
+        return data
+
     def change(self) -> dict[str, Any]:
         data = self.cleaned_data
-        return {
-            "op": data["op"],
-            "permission": {
-                "subject": data["subject"],
-                "scope": data["scope"],
-                "effect": data["effect"],
-            },
-        }
+        if data["target"] == "permission":
+            body = {"subject": data["subject"], "scope": data["scope"], "effect": data["effect"]}
+            return {"op": data["op"], "permission": body}
+        if data["target"] == "role":
+            return {"op": data["op"], "role": {"user": data["user"], "role": data["role"]}}
+        return {"op": data["op"], "rule": data["rule_body"]}
 
 
 def policy_preview_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> HttpResponse:
-    """Propose a permission change; see its before/after lines and the past calls it would
-    change; save it only on an explicit second step (recorded with who, when, before, after).
+    """Propose a change of a permission, a role assignment or a rule; see the policy's lines
+    before and after and the past calls it would decide differently; save it only on an
+    explicit second step (recorded with who, when, before, after).
 
-    Previewing needs ``view_run`` (checked by the URL); saving needs what the Casbin lines'
-    own admin page needs to add (or delete) a line, else 403."""
+    Previewing needs ``view_run`` (checked by the URL); saving needs what the admin page of
+    what it edits needs (``may_save``), else 403."""
     granted = granted_tenant_slugs(request.user)
     tenants = Tenant.objects.all() if granted is None else Tenant.objects.filter(slug__in=granted)
     form = PolicyChangeForm(request.POST or None, tenants=tenants)
@@ -83,13 +184,13 @@ def policy_preview_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> 
         tenant, change = form.cleaned_data["tenant"], form.change()
         try:
             if "save" in request.POST:
-                if not may_edit_lines(model_admin.admin_site, request, change["op"]):
+                if not may_save(model_admin.admin_site, request, change):
                     raise PermissionDenied
                 _save(tenant, change, request.user.get_username())
-                messages.success(request, f"Saved: {change['op']} {change['permission']}.")
+                messages.success(request, f"Saved: {_describe(change)}.")
                 return redirect(request.path)
             preview = what_if(tenant, [change], form.cleaned_data["limit"])
-            preview["diff"] = _diff(tenant, change)
+            preview["diff"] = policy_diff(tenant, change)
         except PolicyError as exc:
             form.add_error(None, exc.message)
     context = {
@@ -97,41 +198,84 @@ def policy_preview_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> 
         "title": "Preview a policy change",
         "form": form,
         "preview": preview,
-        "may_save": may_edit_lines(model_admin.admin_site, request, form["op"].value() or "add"),
+        "may_save": preview is not None
+        and may_save(model_admin.admin_site, request, form.change()),
         "opts": Run._meta,
     }
     return TemplateResponse(request, "admin/harness/policy_preview.html", context)
 
 
-def may_edit_lines(site: admin.AdminSite, request: HttpRequest, op: str) -> bool:
-    """Whether the user may add (``op`` "add") or delete a Casbin line: exactly what the
-    Casbin lines' admin page asks."""
-    lines_admin = site._registry.get(CasbinRule)
-    if lines_admin is None:
+def may_save(site: admin.AdminSite, request: HttpRequest, change: dict[str, Any]) -> bool:
+    """Whether the user may save ``change``: exactly what the admin page of what it edits
+    asks — the Casbin lines' page for a permission or a role assignment, the rules' page for
+    a rule (adding, changing or deleting)."""
+    model = PolicyRule if "rule" in change else CasbinRule
+    page = site._registry.get(model)
+    if page is None:
         return False
-    if op == "add":
-        return lines_admin.has_add_permission(request)
-    return lines_admin.has_delete_permission(request)
+    if change["op"] == "add":
+        return page.has_add_permission(request)
+    if change["op"] == "update":
+        return page.has_change_permission(request)
+    return page.has_delete_permission(request)
 
 
-def _diff(tenant: Tenant, change: dict[str, Any]) -> dict[str, list[str]]:
-    """The tenant's permission lines before and after the change, as text."""
-    before = sorted(_line(p) for p in policy.list_lines(tenant.slug)["permissions"])
-    line = _line(change["permission"])
-    after = sorted({*before, line}) if change["op"] == "add" else [x for x in before if x != line]
-    return {
-        "before": before,
-        "after": after,
-        "added": sorted(set(after) - set(before)),
-        "removed": sorted(set(before) - set(after)),
-    }
+def policy_diff(tenant: Tenant, change: dict[str, Any]) -> list[dict[str, str]]:
+    """The tenant's policy (permissions, role assignments, enabled rules) as text lines, before
+    and after the change, merged in order: each line ``kept``, ``added`` or ``removed``."""
+    before = _policy_lines(policy.policy_snapshot(tenant.slug))
+    after = _policy_lines(policy.policy_snapshot(tenant.slug, [change]))
+    merged = sorted(set(before) | set(after))
+    return [
+        {
+            "line": line,
+            "state": "kept"
+            if line in before and line in after
+            else ("added" if line in after else "removed"),
+        }
+        for line in merged
+    ]
 
 
-def _line(permission: dict[str, str]) -> str:
-    return f"{permission['subject']}  {permission['scope']}  {permission['effect']}"
+def _policy_lines(snapshot: Any) -> list[str]:
+    lines = []
+    for line in snapshot.lines:  # ("p", subject, tenant, obj, act, effect) / ("g", user, role, …)
+        values = [*line[1:], "", "", "", "", ""]
+        if line[0] == "p":
+            lines.append(f"permission  {values[0]}  {values[2]}:{values[3]}  {values[4]}")
+        else:
+            lines.append(f"role        {values[0]}  {values[1]}")
+    for rule in snapshot.rules:
+        spec = {k: v for k, v in rule.to_dict().items() if v not in ("", {}, None) and k != "name"}
+        spec.pop("enabled", None)
+        spec.pop("default", None)
+        spec.pop("description", None)
+        body = ", ".join(
+            f"{k}={json.dumps(v) if isinstance(v, dict) else v}" for k, v in spec.items()
+        )
+        lines.append(f"rule        {rule.name}: {body}")
+    return lines
+
+
+def _describe(change: dict[str, Any]) -> str:
+    target = next(key for key in ("permission", "role", "rule") if key in change)
+    return f"{change['op']} {target} {json.dumps(change[target], ensure_ascii=False)}"
 
 
 def _save(tenant: Tenant, change: dict[str, Any], actor: str) -> None:
-    body = change["permission"]
-    edit = policy.add_permission if change["op"] == "add" else policy.remove_permission
-    edit(tenant.slug, body["subject"], body["scope"], body["effect"], actor=actor)
+    op = change["op"]
+    if "permission" in change:
+        body = change["permission"]
+        edit = policy.add_permission if op == "add" else policy.remove_permission
+        edit(tenant.slug, body["subject"], body["scope"], body["effect"], actor=actor)
+    elif "role" in change:
+        body = change["role"]
+        edit = policy.assign_role if op == "add" else policy.unassign_role
+        edit(tenant.slug, body["user"], body["role"], actor=actor)
+    elif op == "add":
+        policy.create_rule(tenant.slug, change["rule"], actor)
+    elif op == "update":
+        body = dict(change["rule"])
+        policy.update_rule(tenant.slug, str(body.pop("name", "")), body, actor)
+    else:
+        policy.delete_rule(tenant.slug, str(change["rule"].get("name", "")), actor)

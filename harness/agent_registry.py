@@ -2,7 +2,9 @@
 
 Folders are the project's ``harness/agents/`` plus ``HARNESS_AGENT_DIRS``. A bad file raises
 ``InvalidAgentFile`` naming the file and the fault; the system check turns that into a
-start-up error.
+start-up error. A model route is ``provider:model`` or an alias (a name without a colon, such
+as ``cheap``) that ``HARNESS_ROUTES`` configures: an alias nobody configured is a fault of the
+file, found at start-up rather than at the first run.
 """
 
 from __future__ import annotations
@@ -49,7 +51,15 @@ def get_agent(name: str) -> AgentSpec:
 def list_agents() -> dict[str, AgentSpec]:
     """Every agent, by name, from the folders currently configured."""
     folders = tuple(str(Path(folder).resolve()) for folder in settings.HARNESS_AGENT_DIRS)
-    return _load_agents(folders, settings.HARNESS_DEFAULT_MAX_STEPS)
+    return _load_agents(folders, settings.HARNESS_DEFAULT_MAX_STEPS, configured_aliases())
+
+
+def configured_aliases() -> frozenset[str]:
+    """Route names of ``HARNESS_ROUTES`` that are not ``provider:model`` (e.g. ``cheap``)."""
+    table = getattr(settings, "HARNESS_ROUTES", {}) or {}
+    if not isinstance(table, dict):
+        return frozenset()
+    return frozenset(name for name in table if ":" not in name and name != "*")
 
 
 @cache
@@ -58,11 +68,14 @@ def _validator() -> Draft202012Validator:
 
 
 @cache
-def _load_agents(folders: tuple[str, ...], default_max_steps: int) -> dict[str, AgentSpec]:
+def _load_agents(
+    folders: tuple[str, ...], default_max_steps: int, aliases: frozenset[str]
+) -> dict[str, AgentSpec]:
     agents: dict[str, AgentSpec] = {}
     for folder in folders:
         for path in sorted(Path(folder).glob("*.json")):
             agent = _read_agent_file(path, default_max_steps)
+            _check_aliases(agent, aliases)
             if agent.name in agents:
                 raise InvalidAgentFile(
                     str(path),
@@ -70,6 +83,22 @@ def _load_agents(folders: tuple[str, ...], default_max_steps: int) -> dict[str, 
                 )
             agents[agent.name] = agent
     return agents
+
+
+def _check_aliases(agent: AgentSpec, aliases: frozenset[str]) -> None:
+    routes = [
+        ("$.model", agent.model),
+        *((f"$.fallback_models[{i}]", r) for i, r in enumerate(agent.fallback_models)),
+        ("$.summary_model", agent.summary_model),
+    ]
+    for where, route in routes:
+        if route and ":" not in route and route not in aliases:
+            configured = ", ".join(sorted(aliases)) or "none"
+            raise InvalidAgentFile(
+                agent.path,
+                f"at {where}: route {route!r} is neither provider:model nor "
+                f"a route configured in HARNESS_ROUTES (aliases configured: {configured})",
+            )
 
 
 def _read_agent_file(path: Path, default_max_steps: int) -> AgentSpec:

@@ -4,14 +4,20 @@ the runs that touched an identifier. Plain functions over users and runs, no req
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
-from decimal import Decimal
+from datetime import datetime, timedelta
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Q
+from django.utils import timezone
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
 
-from harness.models import Run, StaffTenantGrant, Tenant
+from harness.models import Run, RunStatus, StaffTenantGrant, Tenant
+from policy import services as policy
 from traces.queries import find_runs_by_identifier, get_trace
 
 User = AbstractBaseUser | AnonymousUser
@@ -123,10 +129,18 @@ def run_timeline(run: Run) -> Timeline:
     return timeline
 
 
+# A JSON value this short (in characters) is shown on one line, longer ones one member a line.
+COMPACT_JSON_CHARS = 80
+
+
 def _pretty(value: Any) -> str:
+    """JSON for people: on one line when short, else indented; strings as they are."""
     if isinstance(value, str):
         return value
-    return json.dumps(value, ensure_ascii=False, indent=2, default=str)
+    flat = json.dumps(value, ensure_ascii=False, default=str)
+    if len(flat) <= COMPACT_JSON_CHARS:
+        return flat
+    return json.dumps(value, ensure_ascii=False, indent=1, default=str)
 
 
 def _message_view(message: dict[str, Any]) -> dict[str, Any]:
@@ -189,3 +203,157 @@ def _event_view(span: dict[str, Any], tool_io: dict[str, Any] | None) -> dict[st
             "replayed": bool(tool_io.get("replayed")),
         }
     return view
+
+
+# What the masker leaves in place of a value (README, "What is masked"): partial forms keep
+# some characters and star the rest (``138****5678``, ``z***@example.com``, ``Z**** W**``);
+# fingerprint-only kinds and secrets become a bracketed tag (``[national_id:1a2b3c4d]``,
+# ``[api_key removed]``).
+MASKED_VALUE = re.compile(
+    r"\[[a-z_]+(?::[0-9a-f]{8}| removed)\]"
+    r"|[+\w.@-]*\*{2,}[\w.@-]*(?: [^\s*]\*+)*"
+)
+
+
+def mark_masked(text: Any) -> SafeString:
+    """``text`` escaped for HTML, each masked value wrapped in ``<mark class="masked">`` so a
+    reader sees at once what was masked (and does not take ``138****5678`` for data)."""
+    escaped = escape("" if text is None else str(text))
+    return mark_safe(  # noqa: S308 -- escaped above; only our own tags are added
+        MASKED_VALUE.sub(
+            lambda m: f'<mark class="masked" title="masked value">{m.group(0)}</mark>', escaped
+        )
+    )
+
+
+def format_money(value: Decimal | float | int | None) -> str:
+    """USD for people: cents when a run costs cents, else four decimals (``$0.0090``), and
+    ``$0`` for nothing (an unpriced route)."""
+    amount = Decimal(str(value or 0))
+    if amount == 0:
+        return "$0"
+    places = Decimal("0.01") if amount >= 1 else Decimal("0.0001")
+    rounded = amount.quantize(places, rounding=ROUND_HALF_UP)
+    return f"${rounded}" if rounded else "<$0.0001"
+
+
+def shorten(text: str, limit: int = 60) -> str:
+    """One line of at most ``limit`` characters, an ellipsis marking a cut."""
+    line = " ".join((text or "").split())
+    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
+
+
+def run_duration(run: Run, now: datetime | None = None) -> timedelta | None:
+    """Wall time from start to end (or to now while it goes on); None if it never started."""
+    if run.started_at is None:
+        return None
+    end = run.finished_at or (now or timezone.now())
+    return max(end - run.started_at, timedelta(0))
+
+
+def format_duration(duration: timedelta | None) -> str:
+    if duration is None:
+        return "—"
+    seconds = duration.total_seconds()
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, seconds = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {seconds} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min"
+
+
+# Statuses by how they read in the console: a badge's colour.
+STATUS_TONES = {
+    RunStatus.SUCCEEDED: "ok",
+    RunStatus.QUEUED: "waiting",
+    RunStatus.RUNNING: "busy",
+    RunStatus.AWAITING_APPROVAL: "held",
+    RunStatus.CANCELLED: "stopped",
+    RunStatus.FAILED: "failed",
+    RunStatus.BUDGET_EXCEEDED: "failed",
+    RunStatus.STEP_LIMIT: "failed",
+    RunStatus.DEADLINE_EXCEEDED: "failed",
+}
+
+
+def status_tone(status: str) -> str:
+    return STATUS_TONES.get(status, "waiting")
+
+
+@dataclass(frozen=True)
+class RunProblem:
+    """Why a run did not succeed, for the top of its page."""
+
+    status: str
+    label: str
+    stop_reason: str
+    detail: str
+    tone: str
+
+
+def run_problem(run: Run) -> RunProblem | None:
+    """What an operator must read first on a failed, stopped or held run; None otherwise."""
+    if run.status not in (
+        RunStatus.FAILED,
+        RunStatus.CANCELLED,
+        RunStatus.BUDGET_EXCEEDED,
+        RunStatus.STEP_LIMIT,
+        RunStatus.DEADLINE_EXCEEDED,
+        RunStatus.AWAITING_APPROVAL,
+    ):
+        return None
+    return RunProblem(
+        status=run.status,
+        label=run.get_status_display(),
+        stop_reason=run.stop_reason,
+        detail=run.status_detail,
+        tone=status_tone(run.status),
+    )
+
+
+@dataclass(frozen=True)
+class HeldCall:
+    """A call of a run waiting for a human decision, as the approver must see it."""
+
+    call_id: str
+    tool: str
+    user_id: str
+    arguments: str  # masked, as held
+    arguments_sha256: str
+    rule: str
+    reason: str
+    policy_version: int
+    expires_at: datetime
+    seconds_left: int
+
+    @property
+    def time_left(self) -> str:
+        if self.seconds_left <= 0:
+            return "expired (denied at the next sweep)"
+        return format_duration(timedelta(seconds=self.seconds_left)) + " left"
+
+
+def held_calls(run: Run, now: datetime | None = None) -> list[HeldCall]:
+    """The run's calls still pending approval, oldest first. Their arguments are the masked
+    copy the approval keeps; a decision binds to the hash of the exact ones."""
+    now = now or timezone.now()
+    return [
+        HeldCall(
+            call_id=approval.call_id,
+            tool=approval.tool,
+            user_id=approval.user_id,
+            arguments=json.dumps(approval.arguments, ensure_ascii=False, indent=1, default=str),
+            arguments_sha256=approval.arguments_sha256,
+            rule=approval.rule,
+            reason=approval.reason,
+            policy_version=approval.policy_version,
+            expires_at=approval.expires_at,
+            seconds_left=int((approval.expires_at - now).total_seconds()),
+        )
+        for approval in policy.list_approvals(run.tenant.slug, str(run.id))
+        if approval.status == policy.ApprovalStatus.PENDING
+    ]

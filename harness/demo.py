@@ -6,15 +6,21 @@ demo tickets to their initial state (so the demo run can be replayed from the st
 
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
 from harness.models import Tenant
+from harness.services import authenticate_api_key, create_api_key
 from policy import services as policy
 from tools.demo.models import Customer, SupportQueue, Ticket
+from traces.sealing import seal, unseal
 
 DEMO_TICKET_ID = "T-20250318-007"
 INJECTED_TICKET_ID = "T-20250322-004"
@@ -51,6 +57,38 @@ ROLE_PERMISSIONS = [
     }.items()
     for scope in scopes
 ]
+
+
+DEMO_KEY_NAME = "make-run"
+DEMO_KEY_FILE = "demo-api-key.sealed"
+
+
+@dataclass(frozen=True)
+class DemoKey:
+    secret: str
+    reused: bool  # False: a new key was issued (and the previous one, if any, revoked)
+
+
+def demo_api_key(tenant: str = "acme", path: Path | None = None) -> DemoKey:
+    """The API key ``make run`` prints: the one kept from the previous start while it still
+    authenticates, else a new one (revoking older keys of the demo's name).
+
+    The secret is kept sealed (``HARNESS_SEALING_KEY``) in ``var/demo-api-key.sealed``, readable
+    by its owner only; the database keeps only its digest, as for every key. A kept key stops
+    being reused when it was revoked, its tenant changed, or the sealing key changed.
+    """
+    path = path or Path(settings.VAR_DIR) / DEMO_KEY_FILE
+    kept = unseal(path.read_text(encoding="utf-8").strip()) if path.exists() else None
+    if isinstance(kept, str):
+        api_key = authenticate_api_key(kept)
+        if api_key is not None and api_key.tenant.slug == tenant:
+            return DemoKey(kept, reused=True)
+    issued = create_api_key(tenant, DEMO_KEY_NAME, replace=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        handle.write(seal(issued.secret))
+    return DemoKey(issued.secret, reused=False)
 
 
 def load_demo(admin_password: str) -> dict[str, int]:

@@ -10,7 +10,16 @@ PORT=${PORT:-8000}
 URL="http://${HOST}:${PORT}"
 mkdir -p var
 
-KEY=$($PY manage.py create_api_key --tenant acme --name make-run --replace)
+# The same key as last time while it still works (kept sealed in var/), else a new one.
+KEY_STATE=$($PY manage.py shell -v 0 -c "from harness.demo import demo_api_key
+k = demo_api_key()
+print(k.secret, 'kept' if k.reused else 'new')")
+KEY=${KEY_STATE%% *}
+if [ "${KEY_STATE##* }" = kept ]; then
+  KEY_NOTE="(tenant acme; the same key as at the last start)"
+else
+  KEY_NOTE="(tenant acme; NEW key: any earlier make-run key was revoked and answers 401)"
+fi
 
 # The demo ticket desk also answers over MCP (tools/mcp/demo_server.py, started over stdio by
 # whichever process calls it first); its config names `python`, so the venv comes first.
@@ -50,7 +59,8 @@ cat <<BANNER
   API        ${URL}/api/v1/   (docs: ${URL}/api/v1/docs)
   Admin      ${URL}/admin/    login: admin / ${ADMIN_PASSWORD}
   Logs       var/web.log, var/worker.log
-  API key    ${KEY}   (tenant acme)
+  API key    ${KEY}
+             ${KEY_NOTE}
 
   Demo scenarios (README "Demo scenarios"); each one's trace:
   curl -s ${URL}/api/v1/runs/<id>/trace -H 'Authorization: Bearer ${KEY}'

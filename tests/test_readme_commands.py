@@ -1,0 +1,316 @@
+"""The README's commands, run as written against the demo `make run` serves, so that the README
+cannot drift from the product again.
+
+The test does what `make run` does (migrate, load the demo, `scripts/run-demo.sh`: a real
+gunicorn and a real Celery worker) on embedded defaults in a temporary `var/` and on a free
+port, twice: the second start must print the same API key, and the first key must still work.
+Then it runs every command block of the README that talks to the server (each block that
+calls `curl`, and the one-machine callback recipe), in README order, in bash, with only these
+substitutions: the server's URL for `http://127.0.0.1:8000`, the printed key for `hk_…`, the
+temporary `var/` for `var/`, a free port for the receiver's `9100`, the held call's id and
+hash for `call_1_1` and `9f2c…`; `$KEY` and `$RUN` are set as the README says. Every `curl`
+must answer 2xx.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+BANNER_END = "Ctrl-C stops the server and the worker."
+# An async run calls back a receiver on this machine: let loopback through.
+ALLOWED_NETWORKS = "127.0.0.1/32"
+
+pytestmark = pytest.mark.skipif(
+    not (ROOT / ".venv" / "bin" / "celery").exists(),
+    reason="scripts/run-demo.sh needs the project's .venv (make install)",
+)
+
+
+@dataclass
+class Block:
+    heading: str
+    line: int
+    text: str
+
+
+def command_blocks(readme: str) -> list[Block]:
+    """Fenced ``sh``/``bash``/``console`` blocks that call the server (``curl``) or run the
+    webhook receiver, with the nearest heading. ``console`` blocks keep their ``$`` commands
+    (and continuation lines), not the output shown under them."""
+    blocks: list[Block] = []
+    heading, fence, start, body = "", None, 0, []
+    for number, line in enumerate(readme.splitlines(), start=1):
+        if fence is None:
+            if line.startswith("#"):
+                heading = line.lstrip("#").strip()
+            elif line.startswith("```"):
+                fence, start, body = line[3:].strip(), number, []
+            continue
+        if line.startswith("```"):
+            text = _commands(body) if fence == "console" else "\n".join(body)
+            runs_something = "curl " in text or "webhook-receiver.py" in text
+            if fence in ("sh", "bash", "console") and runs_something:
+                blocks.append(Block(heading, start, text))
+            fence = None
+            continue
+        body.append(line)
+    return blocks
+
+
+def _commands(lines: list[str]) -> str:
+    kept, continued = [], False
+    for line in lines:
+        if line.startswith("$ ") or continued:
+            kept.append(line[2:] if line.startswith("$ ") else line)
+            continued = line.rstrip().endswith("\\")
+    return "\n".join(kept)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class Demo:
+    url: str
+    key: str
+    env: dict[str, str]
+    banners: list[str]
+    var: Path
+
+
+def demo_env(var: Path, port: int) -> dict[str, str]:
+    """The embedded defaults, whatever tier the suite runs on."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "DJANGO_SETTINGS_MODULE")
+    }
+    return env | {
+        "HARNESS_VAR_DIR": str(var),
+        "HOST": "127.0.0.1",
+        "PORT": str(port),
+        "HARNESS_WEBHOOK_ALLOWED_NETWORKS": ALLOWED_NETWORKS,
+    }
+
+
+def start_demo(env: dict[str, str], log: Path) -> tuple[subprocess.Popen, str]:
+    """`scripts/run-demo.sh` in its own process group; returns it and its banner."""
+    out = log.open("w")
+    process = subprocess.Popen(
+        ["scripts/run-demo.sh"],
+        cwd=ROOT,
+        env=env,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        text = log.read_text(encoding="utf-8", errors="replace")
+        if BANNER_END in text:
+            return process, text
+        if process.poll() is not None:
+            break
+        time.sleep(0.3)
+    stop(process)
+    pytest.fail(f"run-demo.sh did not come up:\n{log.read_text(errors='replace')}")
+
+
+def stop(process: subprocess.Popen) -> None:
+    """SIGTERM to the script's group (its trap stops gunicorn and the worker), then wait."""
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=30)
+    except ProcessLookupError:
+        pass
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+
+
+def printed_key(banner: str) -> str:
+    match = re.search(r"API key\s+(hk_\S+)", banner)
+    assert match, banner
+    return match.group(1)
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
+    """`make run`, stopped and started again (the second start is the one the README's
+    commands are run against)."""
+    var = tmp_path_factory.mktemp("var")
+    port = free_port()
+    env = demo_env(var, port)
+    python = str(ROOT / ".venv" / "bin" / "python")
+    for command in (["migrate", "--no-input", "-v0"], ["load_demo"]):
+        subprocess.run([python, "manage.py", *command], cwd=ROOT, env=env, check=True)
+    banners = []
+    process, banner = start_demo(env, var / "run-1.log")
+    banners.append(banner)
+    stop(process)
+    process, banner = start_demo(env, var / "run-2.log")
+    banners.append(banner)
+    try:
+        yield Demo(f"http://127.0.0.1:{port}", printed_key(banner), env, banners, var)
+    finally:
+        stop(process)
+
+
+def api(demo: Demo, method: str, path: str, body: object = None, **headers: str) -> dict:
+    request = urllib.request.Request(
+        demo.url + path,
+        method=method,
+        data=None if body is None else json.dumps(body).encode(),
+        headers={
+            "Authorization": f"Bearer {demo.key}",
+            "Content-Type": "application/json",
+            **headers,
+        },
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:
+        return json.loads(response.read() or b"null")
+
+
+def test_make_run_prints_the_same_key_after_a_restart_and_it_still_works(demo):
+    first, second = demo.banners
+
+    assert printed_key(first) == printed_key(second)
+    assert "NEW key" in first
+    assert "the same key as at the last start" in second
+    assert api(demo, "GET", "/api/v1/runs?limit=1")["results"] == []
+
+
+def test_the_readme_command_blocks_run_as_written(demo):
+    readme = README.read_text(encoding="utf-8")
+    blocks = command_blocks(readme)
+    headings = {block.heading for block in blocks}
+    # The parser still finds what it must: a README edit that hides a block fails here.
+    assert len(blocks) >= 10, [(b.heading, b.line) for b in blocks]
+    assert {
+        "Quickstart",
+        "Granting a scope",
+        "Approvals",
+        "What-if: preview a policy change before saving it",
+    } <= headings
+    assert any("webhook-receiver.py" in block.text for block in blocks)
+
+    receiver_port = str(free_port())
+    values = {"KEY": demo.key, "RUN": ""}
+    replacements = {
+        "http://127.0.0.1:8000": demo.url,
+        "localhost:8000": demo.url.removeprefix("http://"),
+        "hk_…": demo.key,
+        " var/": f" {demo.var}/",
+        "9100": receiver_port,
+        ".venv/bin/python": str(ROOT / ".venv" / "bin" / "python"),
+    }
+    session = ""  # variables set by earlier blocks, as in one terminal session
+    for block in blocks:
+        extra = {}
+        if "/approvals" in block.text:
+            held = hold_a_call(demo)
+            values["RUN"] = held["run_id"]
+            extra = {"call_1_1": held["call_id"], "9f2c…": held["arguments_sha256"]}
+        script = block.text
+        for placeholder, value in (replacements | extra).items():
+            script = script.replace(placeholder, value)
+        output = run_block(session + script, demo.env | values, block)
+        session += "".join(f"{line}\n" for line in script.splitlines() if ASSIGNMENT.match(line))
+        if block.heading == "Quickstart":
+            values["RUN"] = json.loads(output.strip().splitlines()[0])["id"]
+        if "webhook-receiver.py" in block.text:
+            events = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
+            verified = [e for e in events if e.get("verified")]
+            assert [e["type"] for e in verified] == ["run.succeeded"], output
+            assert verified[0]["data"]["status"] == "succeeded"
+
+
+def hold_a_call(demo: Demo) -> dict:
+    """A demo run holding its update_ticket call for approval (by a rule added for it)."""
+    alice = {"X-Harness-User": "alice"}
+    rule = {
+        "name": "readme-test-hold-assignments",
+        "kind": "call",
+        "tool": "update_ticket",
+        "match": {"action": "assign"},
+        "effect": "require_approval",
+    }
+    api(demo, "POST", "/api/v1/policies/rules", rule, **alice)
+    try:
+        run = api(
+            demo,
+            "POST",
+            "/api/v1/runs",
+            {"agent": "ticket-assistant", "user": "bob", "input": "T-20250318-007?"},
+        )
+    finally:
+        api(demo, "DELETE", f"/api/v1/policies/rules/{rule['name']}", **alice)
+    assert run["status"] == "awaiting_approval", run
+    [approval] = api(demo, "GET", f"/api/v1/runs/{run['id']}/approvals")
+    return {"run_id": run["id"], **approval}
+
+
+ASSIGNMENT = re.compile(r"^[A-Z_]+=\S")
+
+# Every curl of a block must answer 2xx; its body is printed as the README shows it.
+PREAMBLE = r"""
+set -eo pipefail
+BODY=$(mktemp)
+curl() {
+  local status
+  status=$(command curl -sS -o "$BODY" -w '%{http_code}' "$@")
+  cat "$BODY"; echo
+  case "$status" in
+    2??) ;;
+    *) echo "README command answered HTTP $status: curl $*" >&2; return 1 ;;
+  esac
+}
+"""
+
+
+def run_block(script: str, env: dict[str, str], block: Block) -> str:
+    process = subprocess.Popen(
+        ["bash", "-c", PREAMBLE + script],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        out, err = process.communicate(timeout=150)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        out, err = process.communicate()
+        pytest.fail(f"README line {block.line} ({block.heading}) timed out:\n{script}\n{out}{err}")
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # a receiver a failed block left behind
+            os.killpg(process.pid, signal.SIGKILL)
+    where = f"README line {block.line} ({block.heading})"
+    assert process.returncode == 0, f"{where} failed:\n{script}\n--- out\n{out}\n--- err\n{err}"
+    return out
+
+
+if __name__ == "__main__":  # list the blocks the test runs
+    for found in command_blocks(README.read_text(encoding="utf-8")):
+        print(f"README:{found.line} [{found.heading}]\n{found.text}\n", file=sys.stdout)
