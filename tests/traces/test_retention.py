@@ -67,7 +67,11 @@ def verify_output(tenant: str) -> str:
 
 @pytest.mark.parametrize("ended", [True, False], ids=["ended", "driver-died"])
 @pytest.mark.parametrize("batch_size", [2, 500])
-def test_expired_traces_are_deleted_and_the_chain_still_verifies(acme, batch_size, ended):
+def test_expired_traces_are_deleted_and_the_chain_still_verifies(
+    acme, batch_size, ended, monkeypatch
+):
+    if not ended:  # the drivers died before the runs ended: the engine never linked them
+        monkeypatch.setattr("harness.engine.driver.anchor_run", lambda *args: None)
     old = demo_run(acme, end=ended)
     old_records = AuditRecord.objects.filter(tenant="acme", request_id=old).count()
     assert all(trace_rows(old))
