@@ -198,7 +198,7 @@ def operator(demo) -> tuple[str, str]:
 @pytest.fixture
 def varied_runs(acme, agent_dir, settings) -> dict[str, Run]:
     """Runs of acme as an operator meets them: succeeded, held for approval, failed."""
-    from tests.policy.runs import TICKET, call, scripted_agent, start
+    from tests.runs import TICKET, call, scripted_agent, start
 
     settings.HARNESS_ROUTES = {"scripted:demo": {"price": {"input": 2.5, "output": 10.0}}}
     escalation = {

@@ -15,7 +15,7 @@ from harness.console import format_money, mark_masked
 from harness.models import Run, RunStatus, StaffTenantGrant, Tenant
 from policy import services as policy
 from policy.models import ApprovalStatus, ToolApproval
-from tests.policy.runs import TICKET, call, scripted_agent, start
+from tests.runs import TICKET, call, scripted_agent, start
 from traces.models import Span
 
 ESCALATION = {"ticket_id": TICKET, "action": "escalate", "escalate_reason": "call 13812345678"}

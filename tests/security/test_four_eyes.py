@@ -10,10 +10,10 @@ from datetime import timedelta
 from django.utils import timezone
 
 from harness.models import Run
-from harness.services import resume_run
+from harness.services import execute_run as resume_run
 from policy import services as policy
 from tests.factories import write_tool
-from tests.policy.runs import TICKET, call, scripted_agent, start, tool_results
+from tests.runs import TICKET, call, scripted_agent, start, tool_results
 from tools.demo.models import Ticket
 
 ESCALATION = {"ticket_id": TICKET, "action": "escalate", "escalate_reason": "charged twice"}

@@ -10,7 +10,7 @@ from django.apps import apps
 
 from policy import services as policy
 from policy.models import PolicyChange
-from tests.policy.runs import call, run_script, tool_results
+from tests.runs import call, run_script, tool_results
 
 
 def test_an_end_user_named_like_a_role_does_not_get_the_role(acme, agent_dir):
