@@ -16,6 +16,7 @@ from django.utils import timezone
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
+from harness.engine.span_records import PolicyCheck
 from harness.models import Run, RunStatus, StaffTenantGrant, Tenant
 from policy import services as policy
 from traces.queries import find_runs_by_identifier, get_trace
@@ -175,22 +176,22 @@ def _answer_view(response: dict[str, Any] | None) -> dict[str, Any] | None:
 def _event_view(span: dict[str, Any], tool_io: dict[str, Any] | None) -> dict[str, Any]:
     """A policy decision, an approval or a tool call, with what matters about it on top."""
     attributes = span["attributes"]
-    rule = attributes.get("rule")
+    check = PolicyCheck.from_attributes(attributes)
     view: dict[str, Any] = {
         "kind": span["kind"],
         "name": span["name"],
         "status": span["status"],
         "duration_ms": span["duration_ms"],
-        "call_id": attributes.get("call_id") or "",
-        "tool": attributes.get("tool") or "",
-        "check": attributes.get("check") or "",
-        "allowed": attributes.get("allowed"),
-        "reason": attributes.get("reason") or "",
-        "rule": ", ".join(map(str, rule)) if isinstance(rule, list) else (rule or ""),
-        "policy_version": attributes.get("policy_version"),
-        "decision": attributes.get("decision") or attributes.get("approval") or "",
-        "decided_by": attributes.get("decided_by") or "",
-        "held": bool(attributes.get("held")),
+        "call_id": check.call_id,
+        "tool": check.tool,
+        "check": check.check,
+        "allowed": check.allowed,
+        "reason": check.reason,
+        "rule": check.rule_name,
+        "policy_version": check.policy_version,
+        "decision": check.decision,
+        "decided_by": check.decided_by,
+        "held": check.held,
         "attributes": _pretty(attributes),
         "io": None,
     }

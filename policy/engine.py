@@ -178,6 +178,18 @@ def current_version_key(tenant: str) -> tuple[int, str]:
 _VERSION_SQL = f"SELECT version, stamp FROM {TenantPolicyVersion._meta.db_table} WHERE tenant = %s"  # noqa: S608
 
 
+def version_key_sql() -> tuple[str, str]:
+    """Two scalar subqueries (version, stamp) of one tenant's policy version, each taking the
+    tenant as its one parameter: for a caller that reads the version in a statement it sends
+    anyway (the run engine's fenced checkpoint), instead of a query of its own. A tenant with
+    no row yet reads as NULL: version 0, stamp ""."""
+    table = TenantPolicyVersion._meta.db_table
+    return (
+        f"(SELECT version FROM {table} WHERE tenant = %s)",  # noqa: S608
+        f"(SELECT stamp FROM {table} WHERE tenant = %s)",  # noqa: S608
+    )
+
+
 _engine = PolicyEngine()
 
 

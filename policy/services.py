@@ -57,7 +57,13 @@ from policy.budget import (
     tenant_day_usage,
     usd_to_micros,
 )
-from policy.engine import ROLE_PREFIX, Decision, current_version, current_version_key
+from policy.engine import (
+    ROLE_PREFIX,
+    Decision,
+    current_version,
+    current_version_key,
+    version_key_sql,
+)
 from policy.limits import (
     admit_run,
     clear_limits,
@@ -166,6 +172,7 @@ __all__ = [
     "unassign_role",
     "update_rule",
     "usd_to_micros",
+    "version_key_sql",
 ]
 
 

@@ -219,7 +219,6 @@ def _drive(drive: Drive) -> Run:
             if outcome.reason == "handoff":
                 return _hand_off(drive)
             break
-        drive.scope.policy.refresh()
         if not _unanswered_calls(drive.messages):
             outcome = _model_step(drive)
             if outcome.status is not None:
@@ -429,8 +428,12 @@ def _commit(drive: Drive, **fields: object) -> None:
             **fields,
         }
     )
-    if fence is not None and fence.cancel_requested:
+    if fence is None:
+        return
+    if fence.cancel_requested:
         drive.cancel_requested = True
+    if drive.scope is not None:
+        drive.scope.policy.moved_to(fence.policy_version)
 
 
 def _context_for(drive: Drive, specs: list) -> tuple[list[Message], object]:

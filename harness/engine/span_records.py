@@ -59,6 +59,8 @@ class PolicyCheck:
     def from_attributes(cls, attributes: dict[str, Any]) -> PolicyCheck:
         known = {name: attributes[name] for name in _FIELDS if name in attributes}
         extra = {k: v for k, v in attributes.items() if k not in _FIELDS}
+        if "decision" not in known and isinstance(extra.get("approval"), str):
+            known["decision"] = extra.pop("approval")  # spans recorded before this record
         known.setdefault("call_id", "")
         known.setdefault("tool", "")
         known.setdefault("check", "")

@@ -30,6 +30,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from harness.models import TERMINAL_STATUSES, Run, RunStatus
+from policy import services as policy
 
 
 @dataclass(frozen=True)
@@ -97,26 +98,38 @@ _STEP_FIELDS = frozenset(
 
 @dataclass(frozen=True)
 class Fence:
-    """What the fenced checkpoint statement read back in passing."""
+    """What the fenced checkpoint statement read back in passing: whether a cancellation was
+    asked for, and the run's tenant's policy version (number, stamp)."""
 
     cancel_requested: bool
+    policy_version: tuple[int, str] = (0, "")
 
 
-def checkpoint(lease: Lease, fields: dict[str, Any]) -> Fence:
+def checkpoint(lease: Lease, fields: dict[str, Any], tenant: str = "") -> Fence:
     """The first statement of a step's transaction: check the lease, renew it and write the
-    run's counters, in one UPDATE … RETURNING. Raises ``LeaseLost`` (roll the step back)."""
+    run's counters, in one UPDATE … RETURNING, which also reads ``tenant``'s policy version
+    (so a driver learns whether the policy moved without a query of its own). Raises
+    ``LeaseLost`` (roll the step back)."""
     unknown = set(fields) - _STEP_FIELDS
     if unknown:
         raise ValueError(f"not a step field: {', '.join(sorted(unknown))}")
     now = timezone.now()
     values = {**fields, "lease_expires_at": now + lease_duration(), "updated_at": now}
-    row = _update_returning(lease, values, "cancel_requested_at")
+    version_sql, stamp_sql = policy.version_key_sql()
+    row = _update_returning(
+        lease,
+        values,
+        f"{connection.ops.quote_name('cancel_requested_at')}, {version_sql}, {stamp_sql}",
+        [tenant, tenant],
+    )
     if row is None:
         raise LeaseLost(lease.run_id)
-    return Fence(cancel_requested=row[0] is not None)
+    return Fence(cancel_requested=row[0] is not None, policy_version=(row[1] or 0, row[2] or ""))
 
 
-def _update_returning(lease: Lease, values: dict[str, Any], returning: str) -> tuple | None:
+def _update_returning(
+    lease: Lease, values: dict[str, Any], returning: str, returning_params: list[Any]
+) -> tuple | None:
     """``UPDATE harness_run SET … WHERE <lease held> RETURNING <returning>`` (PostgreSQL and
     SQLite both have RETURNING; the ORM's ``update`` would need a second query to read)."""
     meta = Run._meta
@@ -130,11 +143,11 @@ def _update_returning(lease: Lease, values: dict[str, Any], returning: str) -> t
     sql = (
         f"UPDATE {table} SET {', '.join(assignments)} "  # noqa: S608 (names from the model)
         f"WHERE {quote('id')} = %s AND {quote('lease_token')} = %s AND {quote('status')} = %s "
-        f"RETURNING {quote(returning)}"
+        f"RETURNING {returning}"
     )
     run_id = meta.pk.get_db_prep_value(lease.run_id, connection)
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*params, run_id, lease.token, RunStatus.RUNNING])
+        cursor.execute(sql, [*params, run_id, lease.token, RunStatus.RUNNING, *returning_params])
         return cursor.fetchone()
 
 

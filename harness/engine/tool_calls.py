@@ -12,7 +12,7 @@ Spans and audit records go to the run's buffered recorder and are written with t
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gateway.messages import Message, ToolCall
@@ -27,6 +27,7 @@ from harness.engine.decisions import (
     tool_message,
 )
 from harness.engine.guard import RunGuard
+from harness.engine.span_records import PolicyCheck
 from policy import services as policy
 from tools.errors import ToolCallError, ToolErrorCode
 from tools.services import (
@@ -62,11 +63,12 @@ class DrivePolicy:
         loaded = cls(tenant, user_id, run_id)
         loaded.approvals = {a.call_id: a for a in policy.list_approvals(tenant, run_id)}
         loaded.held = {label.label: label for label in policy.list_labels(run_id)}
+        loaded.moved_to(policy.current_version_key(tenant))
         return loaded
 
-    def refresh(self) -> None:
-        """Once per step: forget the decisions if the tenant's policy version moved."""
-        key = policy.current_version_key(self.tenant)
+    def moved_to(self, key: tuple[int, str]) -> None:
+        """The tenant's policy version as last read (each step's commit reads it in passing):
+        the decisions cached under another version are forgotten."""
         if key != self.version_key:
             self._acl.clear()
             self.version_key = key
@@ -180,17 +182,18 @@ def execute_decided(decided: Decided, scope: CallScope) -> None:
 def _questions(scope: CallScope) -> PolicyQuestions:
     def acl(call: ToolCall, tool: ToolDefinition) -> policy.Decision:
         decision = scope.policy.authorize(tool)
-        _record_check(
-            scope,
-            call,
+        check = PolicyCheck(
+            call.id,
+            call.name,
             "acl",
             refused=not decision.allowed,
-            scopes=list(tool.access),
             allowed=decision.allowed,
-            reason=decision.reason,
             rule=list(decision.rule),
+            reason=decision.reason,
             policy_version=scope.policy.version,
+            extra={"scopes": list(tool.access)},
         )
+        _record_check(scope, call, check)
         return decision
 
     return PolicyQuestions(
@@ -269,34 +272,36 @@ def _record_outcome(
     return tool_message(call, result=shown), True
 
 
-def _record_check(
-    scope: CallScope, call: ToolCall, check: str, refused: bool, **attributes: Any
-) -> None:
+def _record_check(scope: CallScope, call: ToolCall, check: PolicyCheck) -> None:
     """A ``policy_check`` span for one decision about ``call``, and the same decision as a
     chained audit record: which rule allowed or refused what is tamper-evident too."""
+    attributes = check.attributes()
     with scope.tracer.span(
-        SpanKind.POLICY_CHECK,
-        f"{check} {call.name}",
-        scope.parent,
-        call_id=call.id,
-        tool=call.name,
-        check=check,
-        **attributes,
+        SpanKind.POLICY_CHECK, f"{check.check} {call.name}", scope.parent, **attributes
     ) as span:
-        if refused:
+        if check.refused:
             span.fail(SpanStatus.REFUSED)
-        scope.tracer.audit(
-            span,
-            AuditKind.POLICY_DECISION,
-            {"call_id": call.id, "tool": call.name, "check": check, "refused": refused}
-            | attributes,
-        )
+        scope.tracer.audit(span, AuditKind.POLICY_DECISION, attributes)
+
+
+def _verdict_check(
+    call: ToolCall, check: str, verdict: policy.RuleVerdict, **fields: Any
+) -> PolicyCheck:
+    """A rule's verdict on ``call`` as a policy check (the rule's label and source, if any,
+    go along)."""
+    attributes = verdict.attributes()
+    known = {"rule": attributes.pop("rule"), "reason": attributes.pop("reason")}
+    known["policy_version"] = attributes.pop("policy_version")
+    return PolicyCheck(call.id, call.name, check, **known, **fields, extra=attributes)
 
 
 def _refuse(
     call: ToolCall, scope: CallScope, error: ToolCallError, rule: str
 ) -> tuple[Message, bool]:
-    _record_check(scope, call, rule, refused=True, allowed=False, error=error.to_dict())
+    check = PolicyCheck(
+        call.id, call.name, rule, refused=True, allowed=False, error=error.to_dict()
+    )
+    _record_check(scope, call, check)
     return tool_message(call, error=error), False
 
 
@@ -348,17 +353,13 @@ def _hold(
         self_approval=tool.self_approval,  # four eyes unless the tool file says otherwise
     )
     scope.policy.approvals[call.id] = approval
-    _record_check(
-        scope,
-        call,
-        "approval",
-        refused=False,
-        held=True,
-        approval_id=approval.pk,
-        arguments_sha256=approval.arguments_sha256,
-        expires_at=approval.expires_at.isoformat(),
-        **verdict.attributes(),
-    )
+    held = _verdict_check(call, "approval", verdict, held=True)
+    extra = {
+        "approval_id": approval.pk,
+        "arguments_sha256": approval.arguments_sha256,
+        "expires_at": approval.expires_at.isoformat(),
+    }
+    _record_check(scope, call, replace(held, extra=held.extra | extra))
     return None, False
 
 
@@ -366,7 +367,7 @@ def _refuse_by_rule(
     call: ToolCall, scope: CallScope, verdict: policy.RuleVerdict, check: str
 ) -> tuple[Message, bool]:
     error = rule_error(call, verdict)
-    _record_check(scope, call, check, refused=True, allowed=False, **verdict.attributes())
+    _record_check(scope, call, _verdict_check(call, check, verdict, refused=True, allowed=False))
     return tool_message(call, error=error), False
 
 
@@ -386,15 +387,16 @@ def _refuse_unapproved(
         f"{call.name} was not run: {why}. Do not retry it; tell the user.",
         {"tool": call.name, "approval": approval.status, "rule": approval.rule},
     )
-    _record_check(
-        scope,
-        call,
+    check = PolicyCheck(
+        call.id,
+        call.name,
         "approval",
         refused=True,
         allowed=False,
-        approval=approval.status,
-        decided_by=approval.decided_by,
         rule=approval.rule,
         policy_version=approval.policy_version,
+        decision=approval.status,
+        decided_by=approval.decided_by,
     )
+    _record_check(scope, call, check)
     return tool_message(call, error=error), False

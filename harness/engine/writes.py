@@ -81,7 +81,10 @@ class StepWrites:
         after, self._after = self._after, []
         try:
             with transaction.atomic():
-                fence = transition() if transition else state.checkpoint(self.lease, fields or {})
+                if transition is not None:
+                    fence = transition()
+                else:
+                    fence = state.checkpoint(self.lease, fields or {}, self.tracer.tenant)
                 if messages:
                     RunMessage.objects.bulk_create(messages)
                 if events:

@@ -40,6 +40,7 @@ from harness.engine.decisions import (
     tool_message,
 )
 from harness.engine.honesty import find_unreported_failures, honest_answer
+from harness.engine.span_records import PolicyCheck
 from harness.errors import HarnessError, ReplayUnavailable
 from harness.models import Run, RunStatus
 from policy import services as policy
@@ -363,27 +364,19 @@ def _body(message: Message) -> dict[str, Any]:
 def _recorded_verdict(call: ToolCall, result: Message | None, spans: list[dict]) -> Verdict:
     """What the run decided for ``call``: from its policy-check spans where the trace has
     them, else from the tool error the model was shown."""
-    for span in spans:
-        attributes = span["attributes"]
-        if attributes.get("check") == "approval" and attributes.get("held"):
-            return Verdict(
-                NEEDS_APPROVAL,
-                "approval",
-                str(attributes.get("rule") or ""),
-                str(attributes.get("reason") or ""),
-            )
+    checks = [(span["status"], PolicyCheck.from_attributes(span["attributes"])) for span in spans]
+    for _, check in checks:
+        if check.check == "approval" and check.held:
+            return Verdict(NEEDS_APPROVAL, "approval", check.rule_name, check.reason)
     body = _body(result) if result is not None else {}
     error = body.get("error") or {}
-    for span in spans:
-        attributes = span["attributes"]
-        check = attributes.get("check")
-        if span["status"] == "refused" and check not in ("approval", "honesty"):
-            rule = attributes.get("rule")
-            rule = rule if isinstance(rule, str) else ""
-            if check == "limit":
+    for status, check in checks:
+        if status == "refused" and check.check not in ("approval", "honesty"):
+            rule = check.rule if isinstance(check.rule, str) else ""
+            if check.check == "limit":
                 rule = (error.get("details") or {}).get("limit", "")
             violations = tuple((error.get("details") or {}).get("violations") or ())
-            return Verdict(REFUSED, check, rule, str(error.get("message", "")), violations)
+            return Verdict(REFUSED, check.check, rule, str(error.get("message", "")), violations)
     if result is None:
         return Verdict(NEEDS_APPROVAL, "approval") if spans else Verdict(NOT_EXECUTED)
     if body.get("ok"):
@@ -408,7 +401,7 @@ def _recorded_verdict(call: ToolCall, result: Message | None, spans: list[dict])
 def _policy_spans(request_id: str) -> dict[str, list[dict]]:
     spans: dict[str, list[dict]] = {}
     for span in get_trace(request_id)["spans"]:
-        call_id = span["attributes"].get("call_id")
+        call_id = PolicyCheck.from_attributes(span["attributes"]).call_id
         if span["kind"] == "policy_check" and call_id:
             spans.setdefault(call_id, []).append(span)
     return spans
@@ -463,9 +456,9 @@ def _from_audit(run: Run) -> _Recorded:
     results: dict[str, Message] = {}
     responses: list[dict] = []
     for span in get_trace(run.request_id)["spans"]:
-        attributes = span["attributes"]
-        if span["kind"] == "policy_check" and attributes.get("error"):
-            refusals[attributes.get("call_id", "")] = attributes["error"]
+        check = PolicyCheck.from_attributes(span["attributes"])
+        if span["kind"] == "policy_check" and check.error:
+            refusals[check.call_id] = check.error
         for record in span["audit"]:
             payload = record["payload"]
             if record["kind"] == "model_response":

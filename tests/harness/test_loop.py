@@ -236,3 +236,16 @@ def test_numbers_the_database_writes_differently_keep_the_audit_chain_intact(acm
     call_command("verify_audit", "--tenant", "acme")  # raises CommandError if broken
 
     assert run["status"] == "succeeded"
+
+
+def test_a_policy_edit_during_a_run_decides_its_next_calls(acme, agent_dir):
+    read = {"tool_calls": [{"name": "get_customer", "arguments": {"customer_id": "C-1001"}}]}
+    edit = {"tool_calls": [{"name": "deny_customer_reads", "arguments": {}}]}
+    tools = ["get_customer", "deny_customer_reads"]
+
+    run = run_script(acme, agent_dir, [read, edit, read, {"text": "done"}], "alice", tools=tools)
+
+    first, denied, second = tool_results(run["id"])
+    assert first["ok"] is True
+    assert denied["ok"] is True
+    assert second["error"]["code"] == "permission_denied"

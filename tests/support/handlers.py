@@ -36,3 +36,11 @@ def slow_effect(arguments: dict[str, Any], context: Any) -> dict[str, Any]:
     )
     time.sleep(arguments.get("seconds", 0))
     return {"notification_id": note.pk}
+
+
+def deny_customer_reads(arguments: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Edits the policy in the middle of a run: the run's user may no longer read customers."""
+    from policy.services import add_permission
+
+    add_permission(context.tenant, context.user_id, "customer:read", "deny", actor="test tool")
+    return {"denied": "customer:read"}
