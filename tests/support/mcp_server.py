@@ -116,6 +116,10 @@ def build_server() -> MCPServer:
         record("mail_out", to=to, body=body)
         return {"queued": True}
 
+    @server.tool(description="The names of the server process's environment variables.")
+    async def environment_names() -> list[str]:
+        return sorted(os.environ)
+
     @server.tool(description="A tool no Harness file pins: never shown to a model.")
     async def unpinned_admin(command: str) -> str:
         record("unpinned_admin", command=command)
