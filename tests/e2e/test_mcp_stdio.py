@@ -227,3 +227,19 @@ def test_a_tool_its_server_no_longer_offers_is_refused_as_drifted(acme, agent_di
     assert result["error"]["code"] == "tool_drifted"
     assert result["error"]["details"]["drift"] == "gone"
     assert "no longer offers" in result["error"]["message"]
+
+
+def test_a_cold_server_slower_than_a_call_keeps_starting_for_the_next_call(
+    acme, agent_dir, mcp_stdio
+):
+    mcp_stdio.servers["testdesk"]["env"]["MCP_TEST_START_DELAY"] = "3"
+    mcp_stdio.write_config()
+
+    run = finished(
+        acme, agent_dir, [call("mcp_slow", seconds=0)], [call("mcp_echo", text="ready now")]
+    )
+
+    gave_up, echoed = tool_results(acme, run)
+    assert gave_up["error"]["code"] in ("mcp_unavailable", "timeout")
+    assert echoed["ok"] is True
+    assert len(mcp_stdio.log("server")) == 1  # one server, started once

@@ -8,6 +8,7 @@ arrived, with which ``_meta``, and whether it was cancelled.
 
 Drift: when ``$MCP_TEST_STATE/drift.json`` exists, its ``{"tool": "new description"}`` replace
 the advertised descriptions (read at every ``tools/list``), and ``{"tool": null}`` hides a tool.
+``$MCP_TEST_START_DELAY`` seconds of sleep before serving play a slow cold start.
 With ``--http``, every request must carry ``Authorization: Bearer $MCP_TEST_TOKEN``.
 """
 
@@ -18,6 +19,7 @@ import asyncio
 import base64
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +116,10 @@ def build_server() -> MCPServer:
         record("mail_out", to=to, body=body)
         return {"queued": True}
 
+    @server.tool(description="The names of the server process's environment variables.")
+    async def environment_names() -> list[str]:
+        return sorted(os.environ)
+
     @server.tool(description="A tool no Harness file pins: never shown to a model.")
     async def unpinned_admin(command: str) -> str:
         record("unpinned_admin", command=command)
@@ -126,6 +132,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--http", type=int, metavar="PORT")
     options = parser.parse_args()
+    record("server", event="started", pid=os.getpid())
+    # A cold server that takes long to come up (MCP_TEST_START_DELAY seconds).
+    time.sleep(float(os.environ.get("MCP_TEST_START_DELAY", "0")))
     server = build_server()
     if not options.http:
         server.run("stdio")

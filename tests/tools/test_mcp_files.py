@@ -105,6 +105,7 @@ def test_a_tool_of_a_server_that_is_not_configured_is_disabled(tmp_path, config,
         ({"desk": {"url": "ftp://x"}}, "/mcpServers/desk/url: expected an http(s) URL"),
         ({"desk": {"command": "x", "args": "--stdio"}}, "/args: expected a list of strings"),
         ({"desk": {"url": "http://x", "headers": {"A": 1}}}, "/headers: expected strings"),
+        ({"desk": {"url": "http://x", "type": "sse"}}, "'sse' is not supported here"),
     ],
 )
 def test_a_bad_configuration_stops_start_up_naming_the_fault(config, servers, message):

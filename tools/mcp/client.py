@@ -58,6 +58,8 @@ class _Connection:
         self.config = config
         self.session: ClientSession | None = None
         self.task: asyncio.Task[None] | None = None
+        self.ready: asyncio.Future[ClientSession] | None = None
+        self.started_at = 0.0
         self.stop: asyncio.Event | None = None
         self.lock = asyncio.Lock()
         self.tools: dict[str, types.Tool] | None = None
@@ -70,24 +72,47 @@ class _Connection:
     def alive(self) -> bool:
         return self.session is not None and self.task is not None and not self.task.done()
 
-    async def ensure(self, timeout: float) -> ClientSession:
+    async def ensure(self, timeout: float, connect_timeout: float) -> ClientSession:
+        """The live session, connecting if needed; waits at most ``timeout``.
+
+        A connection still starting when a caller gives up keeps starting (a cold stdio server
+        may take longer than one call's budget), so the next call can use it; one that has not
+        come up within ``connect_timeout`` is abandoned and started again.
+        """
         async with self.lock:
             if self.alive:
                 assert self.session is not None
                 return self.session
-            self.session, self.tools = None, None
-            ready: asyncio.Future[ClientSession] = asyncio.get_running_loop().create_future()
-            self.stop = asyncio.Event()
-            self.task = asyncio.create_task(self._own(ready, self.stop))
-            try:
-                self.session = await asyncio.wait_for(asyncio.shield(ready), timeout)
-            except TimeoutError as exc:
+            starting = (
+                self.task is not None
+                and not self.task.done()
+                and self.ready is not None
+                and not self.ready.done()
+            )
+            if starting and time.monotonic() - self.started_at > connect_timeout:
+                self.drop()
+                assert self.task is not None
                 self.task.cancel()
+                starting = False
+            if not starting:
+                self.session, self.tools = None, None
+                self.ready = asyncio.get_running_loop().create_future()
+                # Nobody may be waiting when it fails: retrieve the exception so it is not logged.
+                self.ready.add_done_callback(lambda f: f.cancelled() or f.exception())
+                self.stop = asyncio.Event()
+                self.started_at = time.monotonic()
+                self.task = asyncio.create_task(self._own(self.ready, self.stop))
+            assert self.ready is not None
+            try:
+                session = await asyncio.wait_for(asyncio.shield(self.ready), timeout)
+            except TimeoutError as exc:
                 raise McpUnavailable(
-                    f"MCP server {self.config.name} did not answer within {timeout:g} s"
+                    f"MCP server {self.config.name} did not answer within {timeout:.3g} s"
                 ) from exc
-            self.connects += 1
-        return self.session
+            if self.session is not session:
+                self.session = session
+                self.connects += 1
+        return session
 
     def drop(self) -> None:
         """Forget a broken session: the next call connects again."""
@@ -131,8 +156,10 @@ class _Connection:
         if isinstance(root, types.ToolListChangedNotification):
             self.tools = None
 
-    async def listing(self, ttl: float, timeout: float) -> dict[str, types.Tool]:
-        session = await self.ensure(timeout)
+    async def listing(
+        self, ttl: float, timeout: float, connect_timeout: float
+    ) -> dict[str, types.Tool]:
+        session = await self.ensure(timeout, connect_timeout)
         if self.tools is None or time.monotonic() - self.listed_at >= ttl:
             tools: dict[str, types.Tool] = {}
             cursor: str | None = None
@@ -234,11 +261,11 @@ class McpPool:
                 logger.exception("MCP connect listener failed for %s", server)
 
     async def list_tools(
-        self, config: McpServerConfig, ttl: float, timeout: float
+        self, config: McpServerConfig, ttl: float, timeout: float, connect_timeout: float
     ) -> dict[str, types.Tool]:
         connection = self._connection(config)
         try:
-            return await connection.listing(ttl, timeout)
+            return await connection.listing(ttl, timeout, connect_timeout)
         except McpUnavailable:
             raise
         except Exception as exc:
@@ -257,10 +284,10 @@ class McpPool:
         connect_timeout: float,
     ) -> types.CallToolResult:
         """List (if stale), let ``check`` refuse the call, then call the tool."""
-        tools = await self.list_tools(config, ttl, connect_timeout)
+        tools = await self.list_tools(config, ttl, timeout, connect_timeout)
         check(tools)
         connection = self._connection(config)
-        session = await connection.ensure(connect_timeout)
+        session = await connection.ensure(timeout, connect_timeout)
         try:
             return await session.call_tool(name, arguments, read_timeout_seconds=timeout, meta=meta)
         except asyncio.CancelledError:

@@ -23,6 +23,7 @@ from tools.http_tools import PLACEHOLDER
 SERVER_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
 STDIO_KEYS = {"type", "command", "args", "env", "cwd", "disabled"}
 HTTP_KEYS = {"type", "url", "headers", "disabled"}
+HTTP_TYPES = {"http", "streamable-http", "streamableHttp"}
 
 
 @dataclass(frozen=True)
@@ -117,6 +118,15 @@ def _server(
         ToolFileFault(where, f"{at}: unknown key {key!r} (expected one of {sorted(allowed)})")
         for key in sorted(set(spec) - allowed)
     ]
+    kinds = HTTP_TYPES if is_http else {"stdio"}
+    if "type" in spec and spec["type"] not in kinds:
+        faults.append(
+            ToolFileFault(
+                where,
+                f"{at}/type: {spec['type']!r} is not supported here (expected one of "
+                f"{sorted(kinds)}; the legacy SSE transport is not supported)",
+            )
+        )
     if is_http:
         url, headers = spec["url"], spec.get("headers", {})
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):

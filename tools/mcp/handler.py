@@ -63,7 +63,7 @@ class McpHandler:
             timeout=remaining,
             check=self._check_drift,
             ttl=settings.HARNESS_MCP_LIST_TTL_S,
-            connect_timeout=min(settings.HARNESS_MCP_CONNECT_TIMEOUT_S, remaining),
+            connect_timeout=settings.HARNESS_MCP_CONNECT_TIMEOUT_S,
         )
         try:
             result = pool.run(work, timeout=remaining)

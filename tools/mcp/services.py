@@ -41,7 +41,8 @@ def list_advertised_tools(server: str) -> dict[str, Any]:
     config = server_config(server)
     timeout = settings.HARNESS_MCP_CONNECT_TIMEOUT_S
     pool = get_pool()
-    return pool.run(pool.list_tools(config, ttl=0, timeout=timeout), timeout=timeout + 5)
+    listing = pool.list_tools(config, ttl=0, timeout=timeout, connect_timeout=timeout)
+    return pool.run(listing, timeout=timeout + 5)
 
 
 def draft_tool_file(server: str, advertised: Any) -> dict[str, Any]:
