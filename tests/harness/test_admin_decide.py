@@ -277,3 +277,15 @@ def test_the_honesty_instruction_is_shown_once_and_span_json_is_compact(acme):
     assert first_step.count("succeeded unless its tool call succeeded") == 1
     # Short JSON on one line: arguments read as {"ticket_id": "T-20250318-007"}.
     assert "{&quot;ticket_id&quot;: &quot;T-20250318-007&quot;}" in first_step
+
+
+def test_the_tenant_column_is_listed_only_for_those_who_see_several_tenants(acme):
+    acme.post("/api/v1/runs", {"agent": "ticket-assistant", "user": "bob", "input": "hello"})
+    superuser = Client()
+    superuser.force_login(get_user_model().objects.get(username="admin"))
+
+    one_tenant = staff("olga", "acme").get("/admin/harness/run/").content.decode()
+    every_tenant = superuser.get("/admin/harness/run/").content.decode()
+
+    assert "column-tenant" not in one_tenant
+    assert "column-tenant" in every_tenant
