@@ -52,7 +52,7 @@ from policy.budget import (
     tenant_day_usage,
     usd_to_micros,
 )
-from policy.engine import ROLE_PREFIX, Decision, current_version
+from policy.engine import ROLE_PREFIX, Decision, current_version, current_version_key
 from policy.limits import (
     admit_run,
     admit_tool_call,
@@ -117,6 +117,7 @@ __all__ = [
     "close_event_stream",
     "create_rule",
     "current_version",
+    "current_version_key",
     "decide",
     "decide_approval",
     "delete_rule",
