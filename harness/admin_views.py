@@ -31,6 +31,16 @@ class DecisionForm(forms.Form):
     arguments_sha256 = forms.RegexField(regex=r"^[0-9a-f]{64}$")
     decision = forms.ChoiceField(choices=[("approve", "approve"), ("deny", "deny")])
     comment = forms.CharField(max_length=500, required=False)
+    # Approve with edits: a JSON Merge Patch over the held arguments.
+    changes = forms.JSONField(required=False)
+
+    def clean_changes(self) -> dict[str, Any] | None:
+        changes = self.cleaned_data.get("changes")
+        if changes in (None, "", {}):
+            return None
+        if not isinstance(changes, dict):
+            raise forms.ValidationError('A JSON object of the fields to change, e.g. {"a": 1}.')
+        return changes
 
 
 def decide_call_view(
@@ -63,11 +73,16 @@ def decide_call_view(
             approve=approve,
             arguments_sha256=data["arguments_sha256"],
             comment=data["comment"] or "decided in the admin",
+            arguments_patch=data["changes"] if approve else None,
         )
     except (PolicyError, HarnessError) as exc:
         messages.error(request, f"Not decided ({exc.code}): {exc.message}")
     else:
-        verb = "Approved" if approve else "Denied"
+        verb = (
+            "Approved with edits"
+            if approve and data["changes"]
+            else ("Approved" if approve else "Denied")
+        )
         messages.success(request, f"{verb} {data['call_id']}: the run resumes on a worker.")
     return redirect(page)
 
@@ -243,8 +258,8 @@ def _policy_lines(snapshot: Any) -> list[str]:
         values = [*line[1:], "", "", "", "", ""]
         if line[0] == "p":
             lines.append(f"permission  {values[0]}  {values[2]}:{values[3]}  {values[4]}")
-        else:
-            lines.append(f"role        {values[0]}  {values[1]}")
+        else:  # a role assignment names the role by its name (stored as role:<name>)
+            lines.append(f"role        {values[0]}  {policy.role_name(values[1])}")
     for rule in snapshot.rules:
         spec = {k: v for k, v in rule.to_dict().items() if v not in ("", {}, None) and k != "name"}
         spec.pop("enabled", None)

@@ -34,6 +34,7 @@ from harness.errors import (
 from harness.events import EventType, emit
 from harness.models import TERMINAL_STATUSES, ApiKey, Run, RunMode, Session, Tenant
 from policy import services as policy
+from policy.errors import ApprovalEditRefused
 from traces.services import mask_for_storage, seal
 
 API_KEY_PREFIX = "hk_"
@@ -297,12 +298,20 @@ def decide_tool_call(
     approve: bool,
     arguments_sha256: str,
     comment: str = "",
+    arguments_patch: dict[str, Any] | None = None,
 ) -> Run:
     """An approver's decision on a held call of one of the tenant's runs (see policy
-    approvals); the run resumes on a worker once none of its calls is pending."""
+    approvals); with ``arguments_patch`` (a JSON Merge Patch) the call is approved to run with
+    the approver's arguments. The run resumes on a worker once none of its calls is pending."""
+    from harness.engine.approvals import edit_held_arguments
     from harness.queries import access_run_by_id
 
     run = access_run_by_id(tenant, run_id)
+    if arguments_patch is not None and not approve:
+        raise ApprovalEditRefused(
+            "Only an approval can change a call's arguments; a denial runs nothing.", {}
+        )
+    edited = None if arguments_patch is None else edit_held_arguments(run, call_id, arguments_patch)
     policy.decide_approval(
         tenant=tenant.slug,
         run_id=str(run.id),
@@ -311,6 +320,7 @@ def decide_tool_call(
         approve=approve,
         arguments_sha256=arguments_sha256,
         comment=comment,
+        edited=edited,
     )
     run.refresh_from_db()
     return run

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -32,6 +33,7 @@ from policy.acl import decide, require_scope
 from policy.errors import (
     ApprovalAlreadyDecided,
     ApprovalArgumentsMismatch,
+    ApprovalEditRefused,
     ApprovalNotFound,
     ApproverIsEndUser,
 )
@@ -101,6 +103,16 @@ def hold_for_approval(
     return approval
 
 
+@dataclass(frozen=True)
+class EditedArguments:
+    """An approver's version of a held call's arguments: as shown (masked), the SHA-256 of the
+    clear ones, and the clear ones sealed by the caller."""
+
+    shown: dict[str, Any]
+    sha256: str
+    sealed: str
+
+
 def decide_approval(
     *,
     tenant: str,
@@ -110,8 +122,11 @@ def decide_approval(
     approve: bool,
     arguments_sha256: str,
     comment: str = "",
+    edited: EditedArguments | None = None,
 ) -> ToolApproval:
-    """Approve or deny a held call, for the exact arguments whose hash the approver names.
+    """Approve or deny a held call, for the exact arguments whose hash the approver names;
+    ``edited``: approve it to run with the approver's arguments instead (recorded with both
+    versions and who edited; the decision still binds to the held arguments' hash).
 
     Raises ``PermissionDenied`` (no ``approval:decide``), ``ApprovalNotFound``,
     ``ApprovalAlreadyDecided`` (also when it just expired), a guard's error (e.g.
@@ -120,7 +135,11 @@ def decide_approval(
     Side effect: ``approval_decided`` after commit.
     """
     require_scope(tenant, approver, APPROVER_SCOPE)
-    return _decide(tenant, run_id, call_id, approver, approve, arguments_sha256, comment)
+    if edited is not None and not approve:
+        raise ApprovalEditRefused(
+            "Only an approval can change a call's arguments; a denial runs nothing.", {}
+        )
+    return _decide(tenant, run_id, call_id, approver, approve, arguments_sha256, comment, edited)
 
 
 def _decide(
@@ -131,6 +150,7 @@ def _decide(
     approve: bool,
     arguments_sha256: str,
     comment: str,
+    edited: EditedArguments | None = None,
 ) -> ToolApproval:
     approval = ToolApproval.objects.filter(tenant=tenant, run_id=run_id, call_id=call_id).first()
     if approval is None:
@@ -156,7 +176,7 @@ def _decide(
             {"expected_sha256": approval.arguments_sha256, "received_sha256": arguments_sha256},
         )
     status = ApprovalStatus.APPROVED if approve else ApprovalStatus.DENIED
-    if not _close(approval.pk, status, approver, comment, timezone.now()):
+    if not _close(approval.pk, status, approver, comment, timezone.now(), edited):
         approval.refresh_from_db()
         raise ApprovalAlreadyDecided(
             f"The call was already {approval.status} by {approval.decided_by}.",
@@ -190,11 +210,27 @@ def expire_approvals() -> int:
     return expired
 
 
-def _close(pk: int, status: str, by: str, comment: str, now: datetime) -> int:
+def _close(
+    pk: int,
+    status: str,
+    by: str,
+    comment: str,
+    now: datetime,
+    edited: EditedArguments | None = None,
+) -> int:
     """Conditional pending → decided; exactly one closer wins, and only it signals."""
+    edits = (
+        {
+            "edited_arguments": edited.shown,
+            "edited_arguments_sha256": edited.sha256,
+            "sealed_edited_arguments": edited.sealed,
+        }
+        if edited is not None
+        else {}
+    )
     with transaction.atomic():
         closed = ToolApproval.objects.filter(pk=pk, status=ApprovalStatus.PENDING).update(
-            status=status, decided_by=by, decided_at=now, comment=comment
+            status=status, decided_by=by, decided_at=now, comment=comment, **edits
         )
         if closed:
             transaction.on_commit(

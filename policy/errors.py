@@ -20,6 +20,7 @@ class PolicyErrorCode(StrEnum):
     APPROVAL_NOT_FOUND = "approval_not_found"
     APPROVAL_ALREADY_DECIDED = "approval_already_decided"
     APPROVAL_ARGUMENTS_MISMATCH = "approval_arguments_mismatch"
+    APPROVAL_EDIT_REFUSED = "approval_edit_refused"
     APPROVER_IS_END_USER = "approver_is_end_user"
     RUN_NOT_AWAITING_APPROVAL = "run_not_awaiting_approval"
     TOO_MANY_EVENT_STREAMS = "too_many_event_streams"
@@ -106,6 +107,13 @@ class ApprovalAlreadyDecided(PolicyError):
 class ApprovalArgumentsMismatch(PolicyError):
     code = PolicyErrorCode.APPROVAL_ARGUMENTS_MISMATCH
     http_status = 409
+
+
+class ApprovalEditRefused(PolicyError):
+    """Arguments changed with a denial, or changed into arguments the tool refuses."""
+
+    code = PolicyErrorCode.APPROVAL_EDIT_REFUSED
+    http_status = 400
 
 
 class ApproverIsEndUser(PolicyError):

@@ -184,6 +184,11 @@ class ToolApproval(models.Model):
     decided_by = models.CharField(max_length=200, blank=True)
     decided_at = models.DateTimeField(null=True, blank=True)
     comment = models.TextField(blank=True)
+    # Approved with edits: the arguments the call runs with instead (as shown: masked), their
+    # hash, and the clear ones sealed by the caller (opaque here: this app seals nothing).
+    edited_arguments = models.JSONField(null=True, blank=True)
+    edited_arguments_sha256 = models.CharField(max_length=64, blank=True)
+    sealed_edited_arguments = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

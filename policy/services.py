@@ -28,6 +28,7 @@ from policy.acl import (
 from policy.approvals import (
     APPROVER_SCOPE,
     SELF_APPROVAL_SCOPE,
+    EditedArguments,
     add_decision_guard,
     approval_decided,
     decide_approval,
@@ -104,6 +105,7 @@ __all__ = [
     "ApprovalStatus",
     "BudgetStop",
     "Decision",
+    "EditedArguments",
     "HeldLabelValue",
     "PolicySnapshot",
     "ProposedEdit",

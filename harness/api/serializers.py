@@ -143,6 +143,10 @@ class ApprovalSerializer(serializers.Serializer):
     decided_by = serializers.CharField()
     decided_at = serializers.DateTimeField(allow_null=True)
     comment = serializers.CharField()
+    edited_arguments = serializers.JSONField(
+        allow_null=True, help_text="Approved with edits: the arguments it runs with (masked)."
+    )
+    edited_arguments_sha256 = serializers.CharField()
     created_at = serializers.DateTimeField()
 
 
@@ -152,6 +156,11 @@ class ApprovalDecisionSerializer(StrictSerializer):
         r"^[0-9a-f]{64}$", help_text="SHA-256 of the arguments you decided on, as listed."
     )
     comment = serializers.CharField(required=False, allow_blank=True, max_length=2000)
+    arguments_patch = serializers.DictField(
+        required=False,
+        help_text="Approve with edits: a JSON Merge Patch (RFC 7386) over the held arguments "
+        "(members replace, null removes); validated against the tool's schema.",
+    )
 
 
 class SpanSerializer(serializers.Serializer):

@@ -127,8 +127,9 @@ class RunApprovalDecisionView(APIView):
         parameters=[ACTING_USER_PARAMETER],
     )
     def post(self, request: Request, run_id: str, call_id: str) -> Response:
-        """Approve or deny one held call, for the arguments whose SHA-256 you name. The
-        approver (X-Harness-User) needs approval:decide. The run resumes on a worker."""
+        """Approve or deny one held call, for the arguments whose SHA-256 you name, optionally
+        approving it with changed arguments (``arguments_patch``). The approver
+        (X-Harness-User) needs approval:decide. The run resumes on a worker."""
         body = ApprovalDecisionSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         run = decide_tool_call(
@@ -139,6 +140,7 @@ class RunApprovalDecisionView(APIView):
             approve=body.validated_data["decision"] == "approve",
             arguments_sha256=body.validated_data["arguments_sha256"],
             comment=body.validated_data.get("comment", ""),
+            arguments_patch=body.validated_data.get("arguments_patch"),
         )
         return Response(RunSerializer(run).data)
 

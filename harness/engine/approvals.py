@@ -1,4 +1,4 @@
-"""Pausing for and resuming after human approvals.
+"""Pausing for and resuming after human approvals, and an approver's edit of a held call.
 
 A run whose calls are held for approval is paused (``awaiting_approval``); once none of its
 approvals is pending, it is queued again (``state.resume``, exactly one caller wins) and the
@@ -8,15 +8,59 @@ run task continues it on any worker, from its last commit.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from django.db import IntegrityError, transaction
 
 from harness.engine import state
+from harness.engine.conversation import load_run_messages
 from harness.models import Run
 from policy import services as policy
-from traces.services import SpanKind, SpanStatus, TraceRecorder
+from policy.errors import ApprovalEditRefused
+from tools.services import find_violations, get_tool_registry, summarize_violations
+from traces.services import SpanKind, SpanStatus, TraceRecorder, mask_for_storage, seal
 
 logger = logging.getLogger(__name__)
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """``patch`` applied to ``target`` as a JSON Merge Patch (RFC 7386): members of an object
+    patch replace the target's, a member set to null is removed; any other patch replaces."""
+    if not isinstance(patch, dict):
+        return patch
+    merged = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = merge_patch(merged.get(key), value)
+    return merged
+
+
+def edit_held_arguments(run: Run, call_id: str, patch: dict[str, Any]) -> policy.EditedArguments:
+    """The arguments a held call runs with once approved with ``patch`` (a JSON Merge Patch
+    over the arguments the model sent, so an approver who sees them masked changes only what
+    they name), validated against the tool's schema. Raises ``ApprovalEditRefused``."""
+    calls = (c for m in load_run_messages(run) if m.role == "assistant" for c in m.tool_calls)
+    call = next((c for c in calls if c.id == call_id), None)
+    tool = get_tool_registry().get(call.name) if call is not None else None
+    if call is None or call.arguments is None or tool is None:
+        raise ApprovalEditRefused(
+            f"No held call {call_id} with readable arguments in this run.", {"call_id": call_id}
+        )
+    edited = merge_patch(call.arguments, patch)
+    violations = find_violations(tool, edited)
+    if violations:
+        raise ApprovalEditRefused(
+            summarize_violations(call.name, violations),
+            {"call_id": call_id, "violations": violations},
+        )
+    shown = mask_for_storage(
+        run.request_id, run.tenant.slug, edited, tool.sensitive.get("arguments")
+    )
+    return policy.EditedArguments(
+        shown=shown, sha256=policy.hash_arguments(edited), sealed=seal(edited)
+    )
 
 
 def waiting_detail(run: Run) -> str:

@@ -134,8 +134,23 @@ def limit_error(call: ToolCall, rule: str, reason: str) -> ToolCallError:
     )
 
 
-def tool_message(call: ToolCall, result: Any = None, error: ToolCallError | None = None) -> Message:
-    body = {"ok": False, "error": error.to_dict()} if error else {"ok": True, "result": result}
+def tool_message(
+    call: ToolCall,
+    result: Any = None,
+    error: ToolCallError | None = None,
+    edited: tuple[str, dict[str, Any]] | None = None,
+) -> Message:
+    """The message the model is shown for a call: its result or its error; ``edited`` (who,
+    which arguments) when an approver changed the arguments it ran with."""
+    body: dict[str, Any] = (
+        {"ok": False, "error": error.to_dict()} if error else {"ok": True, "result": result}
+    )
+    if edited is not None:
+        body["arguments_changed"] = {
+            "by": edited[0],
+            "arguments": edited[1],
+            "note": "An approver changed this call's arguments before it ran; it ran with these.",
+        }
     return Message(
         role="tool",
         content=json.dumps(body, ensure_ascii=False, default=str),

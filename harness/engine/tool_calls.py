@@ -37,9 +37,19 @@ from tools.services import (
     ToolOutcome,
     ToolRegistry,
     execute_tool_calls,
+    find_violations,
     result_for_model,
+    summarize_violations,
 )
-from traces.services import AuditKind, OpenSpan, SpanKind, SpanStatus, TraceRecorder, under
+from traces.services import (
+    AuditKind,
+    OpenSpan,
+    SpanKind,
+    SpanStatus,
+    TraceRecorder,
+    under,
+    unseal,
+)
 
 
 @dataclass
@@ -57,6 +67,8 @@ class DrivePolicy:
     approvals: dict[str, policy.ToolApproval] = field(default_factory=dict)
     held: dict[str, Any] = field(default_factory=dict)
     new_labels: list[policy.HeldLabelValue] = field(default_factory=list)
+    # Calls approved with edits: who edited, and the arguments the call runs with.
+    edits: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
 
     @classmethod
     def load(cls, tenant: str, user_id: str, run_id: str) -> DrivePolicy:
@@ -219,6 +231,7 @@ def _decide(call: ToolCall, scope: CallScope) -> tuple[Message | None, bool] | P
     gated = _approval_and_limits(call, tool, scope, pre.chain)
     if gated is not None:
         return gated
+    arguments = scope.policy.edits.get(call.id, ("", call.arguments))[1]
     context = ToolContext(
         tenant=scope.tenant,
         user_id=scope.user_id,
@@ -226,7 +239,7 @@ def _decide(call: ToolCall, scope: CallScope) -> tuple[Message | None, bool] | P
         call_id=call.id,
         idempotency_key=f"{scope.run_id}:{call.id}",
     )
-    return PlannedCall(tool=tool, arguments=call.arguments, context=context)
+    return PlannedCall(tool=tool, arguments=arguments, context=context)
 
 
 def _record_outcome(
@@ -267,9 +280,10 @@ def _record_outcome(
         | under("/result", planned.tool.sensitive.get("result")),
     )
     scope.tracer.end(span)
+    edited = scope.policy.edits.get(call.id)
     if outcome.error:
-        return tool_message(call, error=outcome.error), False
-    return tool_message(call, result=shown), True
+        return tool_message(call, error=outcome.error, edited=edited), False
+    return tool_message(call, result=shown, edited=edited), True
 
 
 def _record_check(scope: CallScope, call: ToolCall, check: PolicyCheck) -> None:
@@ -325,11 +339,60 @@ def _approval_and_limits(
         or policy.hash_arguments(arguments) != approval.arguments_sha256
     ):
         return _refuse_unapproved(call, scope, approval)
+    elif approval.edited_arguments_sha256:
+        refused = _take_edits(call, tool, scope, approval)
+        if refused is not None:
+            return refused
     refusal = scope.guard.admit_tool_call(tool.name)
     if refusal is not None:
         return _refuse(call, scope, limit_error(call, refusal.rule, refusal.reason), rule="limit")
     # The run holds the labels from now on, even if the call then fails: it may have read.
     scope.policy.note_labels(call.id, tool)
+    return None
+
+
+def _take_edits(
+    call: ToolCall, tool: ToolDefinition, scope: CallScope, approval: policy.ToolApproval
+) -> tuple[Message, bool] | None:
+    """An approval with edits: the call runs with the approver's arguments — read back from
+    their sealed copy, checked against the hash the approval recorded and against the tool's
+    schema of today — and the check is recorded with both versions' hashes and the editor."""
+    edited = unseal(approval.sealed_edited_arguments, None)
+    if not isinstance(edited, dict) or policy.hash_arguments(edited) != (
+        approval.edited_arguments_sha256
+    ):
+        error = ToolCallError(
+            ToolErrorCode.APPROVAL_DENIED,
+            f"{call.name} was not run: the approver's changed arguments could not be read "
+            "back as approved. Do not retry it; tell the user.",
+            {"tool": call.name, "approval": approval.status, "rule": approval.rule},
+        )
+        return _refuse(call, scope, error, rule="approval")
+    violations = find_violations(tool, edited)
+    if violations:
+        error = ToolCallError(
+            ToolErrorCode.INVALID_ARGUMENTS,
+            summarize_violations(call.name, violations),
+            {"tool": call.name, "violations": violations, "edited_by": approval.decided_by},
+        )
+        return _refuse(call, scope, error, rule="schema")
+    check = PolicyCheck(
+        call.id,
+        call.name,
+        "approval",
+        allowed=True,
+        rule=approval.rule,
+        policy_version=approval.policy_version,
+        decision=approval.status,
+        decided_by=approval.decided_by,
+        extra={
+            "edited": True,
+            "arguments_sha256": approval.arguments_sha256,
+            "edited_arguments_sha256": approval.edited_arguments_sha256,
+        },
+    )
+    _record_check(scope, call, check)
+    scope.policy.edits[call.id] = (approval.decided_by, edited)
     return None
 
 

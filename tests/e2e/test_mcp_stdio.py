@@ -144,7 +144,7 @@ def test_a_call_needing_approval_is_held_and_runs_once_approved(acme, agent_dir,
     decided = acme.post(
         f"/api/v1/runs/{run['id']}/approvals/{approval['call_id']}",
         {"decision": "approve", "arguments_sha256": approval["arguments_sha256"]},
-        **{"X-Harness-User": "alice"},
+        **{"X-Harness-User": "admin"},  # four eyes: not the run's own end user
     )
     assert decided.status_code == 200, decided.content
     finished_run = resume_run(run["id"])

@@ -60,6 +60,7 @@ def test_a_held_run_shows_its_call_the_rule_the_time_left_and_approve_deny(held_
     assert " left</span>" in held
     assert 'value="approve"' in held
     assert 'value="deny"' in held
+    assert 'name="changes"' in held  # approve with edits
     # The arguments as held: masked, and marked as masked.
     assert "13812345678" not in page
     assert '<mark class="masked" title="masked value">138****5678</mark>' in held
@@ -289,3 +290,27 @@ def test_the_tenant_column_is_listed_only_for_those_who_see_several_tenants(acme
 
     assert "column-tenant" not in one_tenant
     assert "column-tenant" in every_tenant
+
+
+def test_approving_with_edits_on_the_page_records_both_versions(held_run):
+    operator = staff("olga", "acme", "change_toolapproval")
+    approval = ToolApproval.objects.get(run_id=str(held_run.id))
+
+    response = operator.post(
+        f"/admin/harness/run/{held_run.pk}/decide/",
+        {
+            "call_id": approval.call_id,
+            "arguments_sha256": approval.arguments_sha256,
+            "decision": "approve",
+            "changes": '{"escalate_reason": "customer asked for a refund"}',
+        },
+        follow=True,
+    )
+
+    approval.refresh_from_db()
+    assert response.status_code == 200
+    assert "Approved with edits" in response.content.decode()
+    assert approval.status == ApprovalStatus.APPROVED
+    assert approval.decided_by == "olga"
+    assert approval.edited_arguments["escalate_reason"] == "customer asked for a refund"
+    assert approval.arguments["escalate_reason"] == "call 138****5678"  # as held, masked

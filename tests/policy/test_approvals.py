@@ -273,3 +273,70 @@ def test_an_operator_with_approval_decide_approves_in_the_admin(acme, agent_dir)
     approval.refresh_from_db()
     assert (approval.status, approval.decided_by) == ("approved", "admin")
     assert Run.objects.get(id=run["id"]).status == "queued"
+
+
+def test_an_approver_may_change_the_arguments_and_the_call_runs_with_them(acme, agent_dir):
+    run = paused_run(acme, agent_dir, [call("update_ticket", **ESCALATION), {"text": "Done."}])
+    held = approvals_of(acme, run)["call_1_1"]
+
+    response = decide(
+        acme, run, "call_1_1", "approve", arguments_patch={"escalate_reason": "refund owed"}
+    )
+    finished = resume_run(run["id"])
+
+    assert response.status_code == 200, response.content
+    assert finished.status == "succeeded"
+    assert Ticket.objects.get(tenant="acme", ticket_id=TICKET).escalate_reason == "refund owed"
+    [result] = tool_results(run["id"])
+    assert result["ok"] is True
+    assert result["arguments_changed"]["by"] == "admin"
+    assert result["arguments_changed"]["arguments"]["escalate_reason"] == "refund owed"
+    approval = approvals_of(acme, run)["call_1_1"]
+    assert approval["arguments"] == ESCALATION  # both versions are kept
+    assert approval["edited_arguments"] == ESCALATION | {"escalate_reason": "refund owed"}
+    assert approval["edited_arguments_sha256"] not in ("", held["arguments_sha256"])
+    edited_check = next(
+        s for s in spans_of(acme, run, "policy_check") if s["attributes"].get("edited")
+    )
+    assert edited_check["attributes"]["decided_by"] == "admin"
+    assert edited_check["attributes"]["arguments_sha256"] == held["arguments_sha256"]
+    [io] = [
+        record["payload"]
+        for span in spans_of(acme, run, "tool_call")
+        for record in span["audit"]
+        if record["kind"] == "tool_io"
+    ]
+    assert io["arguments"]["escalate_reason"] == "refund owed"
+    assert "charged twice" in io["proposed_arguments"]
+
+
+def test_changed_arguments_the_tool_refuses_are_not_approved(acme, agent_dir):
+    run = paused_run(acme, agent_dir, [call("update_ticket", **ESCALATION), {"text": "Done."}])
+
+    response = decide(acme, run, "call_1_1", "approve", arguments_patch={"action": "delete"})
+
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "approval_edit_refused"
+    assert response.json()["error"]["details"]["violations"]
+    assert ToolApproval.objects.get().status == "pending"
+
+
+def test_a_denial_cannot_carry_changed_arguments(acme, agent_dir):
+    run = paused_run(acme, agent_dir, [call("update_ticket", **ESCALATION), {"text": "Done."}])
+
+    response = decide(acme, run, "call_1_1", "deny", arguments_patch={"escalate_reason": "x"})
+
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "approval_edit_refused"
+    assert ToolApproval.objects.get().status == "pending"
+
+
+def test_a_field_set_to_null_is_removed_by_the_edit(acme, agent_dir):
+    assign = {"ticket_id": TICKET, "action": "escalate", "escalate_reason": "x"}
+    run = paused_run(acme, agent_dir, [call("update_ticket", **assign), {"text": "Done."}])
+
+    response = decide(acme, run, "call_1_1", "approve", arguments_patch={"escalate_reason": None})
+
+    # Without the reason an escalation breaks the tool's schema: refused, nothing decided.
+    assert response.status_code == 400
+    assert "escalate_reason" in json.dumps(response.json()["error"]["details"]["violations"])

@@ -17,7 +17,7 @@ from django.core.management import call_command
 from harness.models import Run
 from harness.settings.env import env_keys, hkdf
 from tests.factories import create_tenant
-from traces.chain import append_audit_record, verify_chain
+from traces.chain import anchor_run, append_audit_record, verify_chain
 from traces.queries import find_runs_by_identifier
 from traces.sealing import seal, unseal
 from traces.services import mask_for_storage
@@ -134,7 +134,8 @@ def test_searching_still_finds_runs_fingerprinted_with_an_older_key(settings) ->
 def test_audit_heads_signed_with_an_older_key_verify_while_it_is_listed(settings) -> None:
     settings.HARNESS_AUDIT_CHECKPOINT_KEYS = [OLD]
     settings.HARNESS_AUDIT_CHECKPOINT_KEY = hkdf(OLD, "harness.audit-checkpoint.v2").hex()
-    append_audit_record("req", "acme", "span", "tool_io", {"n": 1})
+    record = append_audit_record("req", "acme", "span", "tool_io", {"n": 1})
+    anchor_run("req", "acme", (record.sequence, record.hash))  # the head is signed here
     settings.HARNESS_AUDIT_CHECKPOINT_KEYS = [NEW, OLD]
     settings.HARNESS_AUDIT_CHECKPOINT_KEY = hkdf(NEW, "harness.audit-checkpoint.v2").hex()
     assert verify_chain("acme").ok
