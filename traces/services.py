@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from traces.chain import ChainReport, verify_chain
+from traces.keys import fingerprint_search_keys
 from traces.masking import under
 from traces.models import AuditKind, SpanKind, SpanStatus
 from traces.recorder import OpenSpan, TraceRecorder, new_masker, store_fingerprints
@@ -23,6 +24,7 @@ __all__ = [
     "SpanStatus",
     "TraceRecorder",
     "delete_expired_traces",
+    "fingerprint_search_keys",
     "mask_for_storage",
     "seal",
     "under",
