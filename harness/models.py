@@ -132,8 +132,8 @@ class Run(models.Model):
     cost_usd = models.DecimalField(max_digits=16, decimal_places=8, default=Decimal(0))
     callback_url = models.URLField(max_length=2000, blank=True)
     idempotency_key = models.CharField(max_length=200, blank=True, default="")
-    # SHA-256 of the request that created the run under its Idempotency-Key: the same key
-    # with another request is refused (``idempotency_key_reused``).
+    # HMAC-SHA256 (fingerprint key) of the request that created the run under its
+    # Idempotency-Key: the same key with another request is refused (idempotency_key_reused).
     request_digest = models.CharField(max_length=64, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -35,7 +35,7 @@ from harness.events import EventType, emit
 from harness.models import TERMINAL_STATUSES, ApiKey, Run, RunMode, Session, Tenant
 from policy import services as policy
 from policy.errors import ApprovalEditRefused
-from traces.services import mask_for_storage, seal
+from traces.services import fingerprint_search_keys, mask_for_storage, seal
 
 API_KEY_PREFIX = "hk_"
 
@@ -117,12 +117,16 @@ class RunRequest:
     session_id: str = ""
     budget: dict[str, Any] | None = None
 
-    def digest(self) -> str:
-        """SHA-256 of everything the request asks for except its Idempotency-Key."""
+    def digests(self) -> list[str]:
+        """Keyed digests (HMAC-SHA256, under each fingerprint key, the current one first) of
+        everything the request asks for except its Idempotency-Key. Keyed: the request holds
+        the clear input, and a stored plain hash could be tested against guesses."""
         fields = asdict(self)
         fields.pop("idempotency_key")
-        text = json.dumps(fields, sort_keys=True, default=str, separators=(",", ":"))
-        return hashlib.sha256(text.encode()).hexdigest()
+        text = json.dumps(fields, sort_keys=True, default=str, separators=(",", ":")).encode()
+        return [
+            hmac.new(key, text, hashlib.sha256).hexdigest() for key in fingerprint_search_keys()
+        ]
 
 
 def start_run(tenant: Tenant, request: RunRequest) -> tuple[Run, bool]:
@@ -143,13 +147,13 @@ def start_run(tenant: Tenant, request: RunRequest) -> tuple[Run, bool]:
 def create_run(tenant: Tenant, request: RunRequest) -> tuple[Run, bool]:
     """Record a queued run (and enqueue it if async); the caller decides who drives it."""
     agent = get_agent(request.agent)
-    digest = request.digest()
+    digests = request.digests()
     if request.idempotency_key:
         existing = Run.objects.filter(
             tenant=tenant, idempotency_key=request.idempotency_key
         ).first()
         if existing:
-            return _same_request(existing, digest), False
+            return _same_request(existing, digests), False
     if request.callback_url:
         webhooks.check_callback_url(request.callback_url)
     deadline_s = request.deadline_s or agent.deadline_s or settings.HARNESS_DEFAULT_DEADLINE_S
@@ -176,7 +180,7 @@ def create_run(tenant: Tenant, request: RunRequest) -> tuple[Run, bool]:
                 deadline_at=timezone.now() + timedelta(seconds=deadline_s),
                 callback_url=request.callback_url,
                 idempotency_key=request.idempotency_key,
-                request_digest=digest if request.idempotency_key else "",
+                request_digest=digests[0] if request.idempotency_key else "",
             )
             policy.open_run_budget(tenant.slug, str(run_id), run_budget)
             policy.reserve_run(tenant.slug, str(run_id), run_budget)
@@ -187,17 +191,19 @@ def create_run(tenant: Tenant, request: RunRequest) -> tuple[Run, bool]:
         # A concurrent request with the same Idempotency-Key won the insert.
         policy.release_run(tenant.slug, str(run_id))
         first = Run.objects.get(tenant=tenant, idempotency_key=request.idempotency_key)
-        return _same_request(first, digest), False
+        return _same_request(first, digests), False
     except BaseException:
         policy.release_run(tenant.slug, str(run_id))
         raise
     return run, True
 
 
-def _same_request(run: Run, digest: str) -> Run:
+def _same_request(run: Run, digests: list[str]) -> Run:
     """The run an Idempotency-Key created, if this request is the same one (runs created
     before digests were kept are taken as the same)."""
-    if run.request_digest and not hmac.compare_digest(run.request_digest, digest):
+    if run.request_digest and not any(
+        hmac.compare_digest(run.request_digest, digest) for digest in digests
+    ):
         raise IdempotencyKeyReused(run.idempotency_key, str(run.id))
     return run
 

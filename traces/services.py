@@ -16,6 +16,7 @@ from traces.chain import (
     verify_chain,
 )
 from traces.errors import NonFiniteNumber
+from traces.keys import fingerprint_search_keys
 from traces.masking import under
 from traces.models import AuditKind, SpanKind, SpanStatus
 from traces.recorder import OpenSpan, TraceRecorder, new_masker, store_fingerprints
@@ -34,6 +35,7 @@ __all__ = [
     "TraceRecorder",
     "anchor_run",
     "delete_expired_traces",
+    "fingerprint_search_keys",
     "insert_records",
     "mask_for_storage",
     "normalize_json",

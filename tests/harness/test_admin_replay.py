@@ -100,7 +100,8 @@ def test_the_preview_diff_is_coloured_and_its_runs_are_linked(acme, operator):
 
     assert '<span class="diff-line diff-added">+ permission  bob  ticket:write  deny</span>' in page
     assert (
-        '<span class="diff-line diff-kept">  permission  role:member  ticket:read  allow</span>' in page
+        '<span class="diff-line diff-kept">  permission  role:member  ticket:read  allow</span>'
+        in page
     )
     assert (
         f'<a class="run-link" href="/admin/harness/run/{run.pk}/change/">{run.request_id}</a>'

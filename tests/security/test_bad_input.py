@@ -8,6 +8,7 @@ import pytest
 from django.test import Client
 
 from harness.models import ApiKey, Run, Session
+from harness.webhooks import UnsafeCallbackUrl, check_callback_url
 
 RUN = {"agent": "ticket-assistant", "user": "bob", "input": "hello", "mode": "async"}
 
@@ -42,6 +43,20 @@ def test_a_bad_callback_url_is_invalid_request(acme, url):
     response = acme.post("/api/v1/runs", RUN | {"callback_url": url})
     assert response.status_code == 400, response.content
     assert error_code(response) == "invalid_request"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://example.com:99999/hook",
+        "http://" + "ä" * 63 + ".example.com/hook",
+        "http://[::1/hook",
+    ],
+)
+def test_the_callback_check_itself_refuses_what_the_api_field_might_let_through(url):
+    # A URL stored before the API checked it, or redelivered from the admin, is checked again.
+    with pytest.raises(UnsafeCallbackUrl):
+        check_callback_url(url)
 
 
 @pytest.mark.parametrize("text", ["a\u0000b", "a\ud800b"])
