@@ -27,6 +27,7 @@ class EventType:
     TOOL_CALL_FINISHED = "tool_call.finished"
     APPROVAL_NEEDED = "approval.needed"
     CONTEXT_TRIMMED = "context.trimmed"
+    BUDGET_THRESHOLD = "budget.threshold"
     RUN_FINISHED = "run.finished"
 
 

@@ -73,13 +73,16 @@ def queue_run_event(
     extra: dict[str, Any] | None = None,
     answer: str | None = None,
     mask: Callable[[Any], Any] | None = None,
+    url: str | None = None,
 ) -> None:
-    """Record a delivery of ``event_type`` for the run (if it has a callback) and send it.
+    """Record a delivery of ``event_type`` for the run (to its callback, or to ``url``: the
+    tenant's budget alerts) and send it; nothing without a URL.
 
     The receiver gets the clear payload (``answer`` when the caller has it in clear); only a
     masked copy is stored readable, the clear one sealed.
     """
-    if not run.callback_url:
+    target = run.callback_url if url is None else url
+    if not target:
         return
     payload = {
         "type": event_type,
@@ -101,7 +104,7 @@ def queue_run_event(
     delivery = WebhookDelivery.objects.create(
         run=run,
         event_type=event_type,
-        url=run.callback_url,
+        url=target,
         payload=masked,
         sealed_payload=seal(payload),
         next_attempt_at=timezone.now(),

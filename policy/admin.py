@@ -17,6 +17,7 @@ from policy.approvals import decide_approval
 from policy.errors import PolicyError
 from policy.models import (
     ApprovalStatus,
+    BudgetAlert,
     BudgetLedger,
     PolicyChange,
     PolicyRule,
@@ -156,6 +157,7 @@ class TenantLimitsAdmin(admin.ModelAdmin):
         "model_calls_per_minute",
         "daily_tokens",
         "daily_cost_usd",
+        "alert_thresholds",
         "updated_at",
     ]
 
@@ -230,6 +232,13 @@ class ToolApprovalAdmin(admin.ModelAdmin):
                 messages.error(request, f"{approval}: {exc.message}")
             else:
                 messages.success(request, f"{approval.tool} ({approval.call_id}) decided.")
+
+
+@admin.register(BudgetAlert)
+class BudgetAlertAdmin(ReadOnlyAdmin):
+    list_display = ["created_at", "tenant", "period", "measure", "threshold", "used", "limit"]
+    list_filter = ["tenant", "measure", "threshold"]
+    search_fields = ["period"]
 
 
 @admin.register(BudgetLedger)

@@ -38,6 +38,9 @@ class LimitValues:
     daily_tokens: int | None
     daily_cost_micros: int | None
     daily_tool_calls: int | None
+    # Budget alerts: thresholds in percent (ascending), and where the day's alerts go.
+    alert_thresholds: tuple[int, ...] = ()
+    alert_url: str = ""
 
 
 def tenant_limits(tenant: str) -> LimitValues:
@@ -70,6 +73,10 @@ def tenant_limits(tenant: str) -> LimitValues:
         daily_tool_calls=_positive(
             pick("daily_tool_calls", settings.HARNESS_TENANT_DAILY_TOOL_CALLS)
         ),
+        alert_thresholds=tuple(
+            sorted(set(pick("alert_thresholds", None) or settings.HARNESS_BUDGET_ALERT_THRESHOLDS))
+        ),
+        alert_url=(row.alert_url if row else "") or "",
     )
 
 

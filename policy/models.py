@@ -114,6 +114,14 @@ class TenantLimits(models.Model):
     daily_tokens = models.PositiveBigIntegerField(null=True, blank=True)
     daily_cost_usd = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
     daily_tool_calls = models.PositiveIntegerField(null=True, blank=True)
+    # Budget alerts: percentages of the day's and of each run's token and cost budgets
+    # (empty: HARNESS_BUDGET_ALERT_THRESHOLDS), and where the day's alerts are POSTed.
+    alert_thresholds = models.JSONField(
+        null=True, blank=True, help_text="e.g. [50, 80, 100]: percent of a budget"
+    )
+    alert_url = models.URLField(
+        max_length=2000, blank=True, help_text="receives the day's budget.threshold webhooks"
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -121,6 +129,30 @@ class TenantLimits(models.Model):
 
     def __str__(self) -> str:
         return f"limits of {self.tenant}"
+
+
+class BudgetAlert(models.Model):
+    """A budget threshold that was crossed: each is announced once per period (a tenant's
+    day, or one run), whatever the number of runs and processes that cross it."""
+
+    tenant = models.CharField(max_length=64, db_index=True)
+    period = models.CharField(max_length=120, help_text="day:<YYYY-MM-DD> or run:<id>")
+    measure = models.CharField(max_length=10)  # tokens | cost
+    threshold = models.PositiveSmallIntegerField()
+    used = models.BigIntegerField()
+    limit = models.BigIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "period", "measure", "threshold"], name="budget_alert_once"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tenant} {self.period} {self.measure} {self.threshold}%"
 
 
 class BudgetLedger(models.Model):

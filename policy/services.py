@@ -25,6 +25,12 @@ from policy.acl import (
     role_subject,
     unassign_role,
 )
+from policy.alerts import (
+    Crossing,
+    claim_day_crossings,
+    record_run_crossings,
+    run_crossings,
+)
 from policy.approvals import (
     APPROVER_SCOPE,
     SELF_APPROVAL_SCOPE,
@@ -104,6 +110,7 @@ __all__ = [
     "SELF_APPROVAL_SCOPE",
     "ApprovalStatus",
     "BudgetStop",
+    "Crossing",
     "Decision",
     "EditedArguments",
     "HeldLabelValue",
@@ -125,6 +132,7 @@ __all__ = [
     "bump_policy_version",
     "charge_day_tool_call",
     "check_call_rules",
+    "claim_day_crossings",
     "clear_limits",
     "close_event_stream",
     "create_rule",
@@ -152,6 +160,7 @@ __all__ = [
     "pace_model_call",
     "policy_snapshot",
     "record_labels",
+    "record_run_crossings",
     "release_run",
     "release_run_budget",
     "remove_permission",
@@ -163,6 +172,7 @@ __all__ = [
     "role_name",
     "role_subject",
     "rules_for",
+    "run_crossings",
     "run_room",
     "run_tool_limits",
     "run_usage",

@@ -49,6 +49,7 @@ from harness.engine.writes import StepWrites
 from harness.errors import HarnessError
 from harness.events import EventType, last_sequence
 from harness.models import Run, RunStatus, Session
+from policy import services as policy
 from tools.errors import ToolFilesInvalid
 from tools.services import get_tool_registry
 from traces.services import (
@@ -337,6 +338,7 @@ def _model_step(drive: Drive) -> StepOutcome:
         raise
     _record_response(run, span, response)
     span.set(charged_usd=drive.guard.after_model_call(response) / 1_000_000)
+    _announce(drive, drive.guard.take_crossings(), run.callback_url)
     tracer.audit(
         span,
         AuditKind.MODEL_RESPONSE,
@@ -587,10 +589,38 @@ def _stopped_answer(detail: str, messages: list[Message]) -> str:
     return f"{detail} Completed before stopping: {', '.join(done)}."
 
 
+def _announce(drive: Drive, crossings: list, url: str, now: bool = False) -> None:
+    """Budget thresholds crossed: a ``budget.threshold`` event on the run's stream and a
+    signed webhook (to the run's callback for its own budget, to the tenant's alert URL for
+    the day's), each written with the step; ``now``: from inside its transaction."""
+    run, tracer, writes = drive.run, drive.tracer, drive.writes
+    for crossing in crossings:
+        data = crossing.event()
+        if now:
+            writes.event_now(EventType.BUDGET_THRESHOLD, data)
+            webhooks.queue_run_event(run, "budget.threshold", extra=data, mask=tracer.mask, url=url)
+            continue
+        writes.event(EventType.BUDGET_THRESHOLD, data)
+        writes.inside(
+            lambda data=data: webhooks.queue_run_event(
+                run, "budget.threshold", extra=data, mask=tracer.mask, url=url
+            )
+        )
+    if crossings and not now:  # the day's were recorded when they were claimed
+        writes.inside(lambda: policy.record_run_crossings(crossings))
+
+
 def _end_segment(drive: Drive, ended: bool) -> None:
-    """What every last transaction of a segment writes besides the run row: the budget, the
-    labels, and the run's audit head linked into the tenant's chain."""
-    drive.writes.inside(lambda: drive.guard.end_segment(ended))
+    """What every last transaction of a segment writes besides the run row: the budget (and
+    the day's thresholds this run is first to cross), the labels, and the run's audit head
+    linked into the tenant's chain."""
+    guard = drive.guard
+
+    def budget() -> None:
+        day = guard.end_segment(ended)
+        _announce(drive, day, guard.limits.alert_url, now=True)
+
+    drive.writes.inside(budget)
     if drive.scope is not None:
         drive.writes.inside(drive.scope.policy.write_labels)
     tracer = drive.tracer

@@ -51,6 +51,7 @@ class RunGuard:
         self.tool_counts: dict[str, int] = dict(run.tool_call_counts or {})
         self._day_reservation: policy.Reservation | None = None
         self._settle: tuple[policy.Reservation, int, int] | None = None
+        self.crossings: list[policy.Crossing] = []
         # The run (re)takes its concurrency slot: a no-op for a new run, which took it at
         # admission; needed after a pause, a hand-off or a crash, which released or lost it.
         policy.resume_run_slot(self.tenant, self.run_id)
@@ -101,8 +102,26 @@ class RunGuard:
         if reservation is not None:
             self._settle = (reservation, tokens, cost)
         if response is not None:
+            before = (self.ledger.tokens_used, self.ledger.cost_used_micros)
             policy.spend(self.ledger, tokens, cost, per_call=reservation is not None)
+            self._note_run_crossings(before)
         return cost
+
+    def _note_run_crossings(self, before: tuple[int, int]) -> None:
+        ledger, thresholds = self.ledger, self.limits.alert_thresholds
+        for measure, was, now, limit in (
+            ("tokens", before[0], ledger.tokens_used, ledger.tokens_limit),
+            ("cost", before[1], ledger.cost_used_micros, ledger.cost_limit_micros),
+        ):
+            self.crossings += policy.run_crossings(
+                self.tenant, self.run_id, measure, was, now, limit, thresholds
+            )
+
+    def take_crossings(self) -> list[policy.Crossing]:
+        """Thresholds of the run's own budget the last model call crossed (announced once:
+        the driver writes them with the step)."""
+        crossings, self.crossings = self.crossings, []
+        return crossings
 
     def write_step(self) -> None:
         """Inside the step's transaction: settle a per-call day reservation."""
@@ -134,15 +153,20 @@ class RunGuard:
             self.ledger.segment_tool_calls += 1
         return None
 
-    def end_segment(self, ended: bool) -> None:
+    def end_segment(self, ended: bool) -> list[policy.Crossing]:
         """Inside the segment's last transaction (pause, hand-off, finish): write the run's
-        ledger and the tenant's day; ``ended`` gives back the run's admission reservation."""
+        ledger and the tenant's day; ``ended`` gives back the run's admission reservation.
+        Returns the thresholds of the tenant's day budget this run is first to announce."""
         if self._day_reservation is not None:  # a call reserved and never answered
             self._settle = (self._day_reservation, 0, 0)
             self._day_reservation = None
         self.write_step()
         policy.save_run_ledger(self.ledger, self.elapsed_ms(), ended=ended)
         self.started = time.monotonic()
+        limits = self.limits
+        if limits.daily_tokens is None and limits.daily_cost_micros is None:
+            return []
+        return policy.claim_day_crossings(self.tenant, limits.alert_thresholds)
 
     def release_slot(self) -> None:
         """After the segment's commit: free the concurrency slot."""

@@ -48,6 +48,13 @@ class StepWrites:
         )
         self.next_event += 1
 
+    def event_now(self, event_type: str, data: dict[str, Any]) -> None:
+        """An event decided inside the step's transaction (``inside``), written at once."""
+        RunEvent.objects.create(
+            run_id=self.lease.run_id, sequence=self.next_event, type=event_type, data=data
+        )
+        self.next_event += 1
+
     def message(self, clear: dict[str, Any]) -> None:
         """A new message of the run's conversation: stored masked, and sealed in clear."""
         self._messages.append(

@@ -16,6 +16,7 @@ from harness.settings.env import (
     env_bool,
     env_float,
     env_int,
+    env_int_list,
     env_json,
     env_keys,
     env_list,
@@ -349,6 +350,10 @@ HARNESS_TENANT_DAILY_COST_USD = env_float("HARNESS_TENANT_DAILY_COST_USD", 0.0, 
 HARNESS_TENANT_DAILY_TOOL_CALLS = env_int("HARNESS_TENANT_DAILY_TOOL_CALLS", 0, minimum=0)
 # What a model call reserves for its answer on top of the prompt estimate.
 HARNESS_COMPLETION_RESERVE_TOKENS = env_int("HARNESS_COMPLETION_RESERVE_TOKENS", 1024, minimum=1)
+# Budget alerts: percentages of the day's and of each run's budgets (tenants may set their own).
+HARNESS_BUDGET_ALERT_THRESHOLDS = tuple(
+    env_int_list("HARNESS_BUDGET_ALERT_THRESHOLDS", [50, 80, 100], minimum=1)
+)
 HARNESS_APPROVAL_TTL_S = env_int("HARNESS_APPROVAL_TTL_S", 86_400, minimum=1)
 # Live event streams (GET /runs/{id}/events) a tenant may hold open at once, all processes.
 HARNESS_EVENT_STREAMS_PER_TENANT = env_int("HARNESS_EVENT_STREAMS_PER_TENANT", 50, minimum=1)

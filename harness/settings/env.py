@@ -72,6 +72,23 @@ def env_list(name: str, separator: str = ",") -> list[str]:
     return [item.strip() for item in raw.split(separator) if item.strip()]
 
 
+def env_int_list(name: str, default: list[int], minimum: int | None = None) -> list[int]:
+    """Comma-separated integers, each at least ``minimum``."""
+    items = env_list(name)
+    if not items:
+        return default
+    values = []
+    for item in items:
+        try:
+            value = int(item)
+        except ValueError as exc:
+            raise ImproperlyConfigured(f"{name}: {item!r} is not an integer") from exc
+        if minimum is not None and value < minimum:
+            raise ImproperlyConfigured(f"{name}: {value} must be at least {minimum}")
+        values.append(value)
+    return values
+
+
 def env_paths(name: str) -> list[Path]:
     """Folders separated by ``os.pathsep``, as PATH is."""
     return [Path(item).expanduser() for item in env_list(name, separator=os.pathsep)]

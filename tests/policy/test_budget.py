@@ -1,8 +1,8 @@
 """The budget ledger: per-run and per-tenant-day tokens, cost, tool calls and wall time."""
 
-from harness.models import Run
+from harness.models import Run, RunEvent, WebhookDelivery
 from harness.services import execute_run as resume_run
-from policy.models import BudgetLedger, TenantLimits, ToolApproval
+from policy.models import BudgetAlert, BudgetLedger, TenantLimits, ToolApproval
 from tests.runs import TICKET, call, scripted_agent, start, tool_results
 
 # Distinct calls (search limits 1..n), so the repeated-call guard stays out of the way.
@@ -168,3 +168,47 @@ def test_a_finished_run_gives_back_what_it_did_not_use(acme, agent_dir):
     day = BudgetLedger.objects.get(key__startswith="tenant:acme:")
     assert day.tokens_reserved == 0
     assert day.tokens_used == run["usage"]["total_tokens"] + sized.json()["usage"]["total_tokens"]
+
+
+def budget_events(run_id):
+    return [e.data for e in RunEvent.objects.filter(run_id=run_id, type="budget.threshold")]
+
+
+def test_a_runs_budget_thresholds_are_announced_once_each(acme, agent_dir):
+    # Each model call of this run costs ~740 tokens: 25 % of its budget, then 50 %.
+    TenantLimits.objects.create(tenant="acme", alert_thresholds=[20, 40])
+    agent = scripted_agent(agent_dir, LOOKUPS, max_tokens_per_run=3000)
+
+    run = start(acme, agent, callback_url="http://127.0.0.1:9/hooks").json()
+
+    events = budget_events(run["id"])
+    assert [(e["measure"], e["threshold"]) for e in events] == [("tokens", 20), ("tokens", 40)]
+    assert events[0]["period"] == f"run:{run['id']}"
+    assert events[0]["limit"] == 3000
+    assert events[1]["used"] >= 1200
+    deliveries = WebhookDelivery.objects.filter(run_id=run["id"], event_type="budget.threshold")
+    assert [d.payload["data"]["threshold"] for d in deliveries.order_by("created_at")] == [20, 40]
+    assert BudgetAlert.objects.filter(period=f"run:{run['id']}").count() == 2
+
+
+def test_the_days_threshold_is_announced_by_the_first_run_to_cross_it_and_never_again(
+    acme, agent_dir
+):
+    TenantLimits.objects.create(
+        tenant="acme",
+        daily_tokens=40_000,
+        alert_thresholds=[1],
+        alert_url="http://127.0.0.1:9/budget-alerts",
+    )
+    agent = scripted_agent(agent_dir, [call("search_tickets", limit=1), {"text": "done"}])
+
+    first = start(acme, agent).json()
+    second = start(acme, agent).json()
+
+    [event] = budget_events(first["id"])
+    assert (event["measure"], event["threshold"]) == ("tokens", 1)
+    assert event["period"].startswith("day:")
+    assert budget_events(second["id"]) == []
+    [delivery] = WebhookDelivery.objects.filter(event_type="budget.threshold")
+    assert delivery.url == "http://127.0.0.1:9/budget-alerts"
+    assert delivery.payload["data"]["limit"] == 40_000
