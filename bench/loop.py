@@ -188,15 +188,15 @@ def statements_per_step() -> None:
     whole = {k: (drive10[k] + admission[k]) / steps for k in drive10}
 
     def line(label: str, f: dict[str, float]) -> str:
-        split = f"= {f['pairs']:.1f} pairs + {f['autocommit']:.1f} autocommit"
+        split = f"= {f['pairs']:4.1f} pairs + {f['autocommit']:4.1f} autocommit"
         return (
-            f"  {label:<48}{f['statements']:>11.1f}{f['transactions']:>13.1f} {split:<30}"
+            f"  {label:<48}{f['statements']:>11.1f}{f['transactions']:>13.1f} {split:<34}"
             f"{f['round_trips']:>12.1f}{f['connections']:>12.1f}"
         )
 
     print(f"\nstatements and transactions ({steps}-step runs, median of {STATEMENT_RUNS}):")
-    head = ("statements", "transactions", "(BEGIN/COMMIT pairs + autocommit)", "round trips")
-    print(f"  {'':<48}{head[0]:>11}{head[1]:>13} {head[2]:<30}{head[3]:>12}{'connections':>12}")
+    head = ("statements", "transactions", "= BEGIN/COMMIT pairs + autocommit", "round trips")
+    print(f"  {'':<48}{head[0]:>11}{head[1]:>13} {head[2]:<34}{head[3]:>12}{'connections':>12}")
     print(line("per step, whole run (create_run + execute_run)", whole))
     print(line("per step, execute_run only", {k: v / steps for k, v in drive10.items()}))
     print(line("a tool step (10-step run minus 2-step run, /8)", tool_step))
