@@ -16,7 +16,7 @@ repetitions.
 
 Uses databases of its own beside ``DATABASE_URL``'s: ``<name>_peers`` (Harness) and
 ``<name>_peers_lg`` (LangGraph's checkpoints), dropped and created. Options (environment):
-``BENCH_PEER_REPS`` (3), ``BENCH_PEER_RUNS`` timed runs per repetition and peer (40),
+``BENCH_PEER_REPS`` (5), ``BENCH_PEER_RUNS`` timed runs per repetition and peer (20),
 ``BENCH_PEER_WARMUP`` (5), ``BENCH_PEER_PYTHON`` (the peers' interpreter).
 """
 
@@ -44,8 +44,8 @@ from bench.support.setup import (  # noqa: E402
 )
 from bench.support.sql import StatementCounter, Tally  # noqa: E402
 
-REPS = int(os.environ.get("BENCH_PEER_REPS", "3"))
-RUNS = int(os.environ.get("BENCH_PEER_RUNS", "40"))
+REPS = int(os.environ.get("BENCH_PEER_REPS", "5"))
+RUNS = int(os.environ.get("BENCH_PEER_RUNS", "20"))
 WARMUP = int(os.environ.get("BENCH_PEER_WARMUP", "5"))
 PEER_PYTHON = os.environ.get("BENCH_PEER_PYTHON", str(HERE / ".venv" / "bin" / "python"))
 
