@@ -38,6 +38,9 @@ class AgentSpec:
     max_calls_per_tool: int | None = None
     deadline_s: float | None = None
     context_tokens: int | None = None
+    # "react": decide each step as it comes; "plan_execute": write a plan first, follow it,
+    # and plan again once when a step fails.
+    strategy: str = "react"
     path: str = ""
 
 
@@ -128,5 +131,6 @@ def _read_agent_file(path: Path, default_max_steps: int) -> AgentSpec:
         max_calls_per_tool=data.get("max_calls_per_tool"),
         deadline_s=data.get("deadline_s"),
         context_tokens=data.get("context_tokens"),
+        strategy=data.get("strategy", "react"),
         path=str(path),
     )

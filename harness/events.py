@@ -28,6 +28,8 @@ class EventType:
     APPROVAL_NEEDED = "approval.needed"
     CONTEXT_TRIMMED = "context.trimmed"
     BUDGET_THRESHOLD = "budget.threshold"
+    PLAN_CREATED = "plan.created"
+    PLAN_REVISED = "plan.revised"
     RUN_FINISHED = "run.finished"
 
 

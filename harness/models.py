@@ -150,6 +150,9 @@ class Run(models.Model):
     lease_token = models.PositiveBigIntegerField(default=0)
     # Executed tool calls per tool name: the per-run tool-call limits, carried across drivers.
     tool_call_counts = models.JSONField(default=dict, blank=True)
+    # Plan, then act (agents with "strategy": "plan_execute"): the plans written, in order
+    # ({"steps": [...], "reason": "first plan" | why it was revised}); the last one is followed.
+    plans = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["-created_at"]

@@ -31,7 +31,7 @@ from gateway.messages import Message, ModelResponse, StreamEvent, ToolCall
 from gateway.services import complete
 from harness import webhooks
 from harness.agent_registry import AgentSpec, get_agent
-from harness.engine import approvals, state
+from harness.engine import approvals, planning, state
 from harness.engine.context import build_context, transcript_for_summary
 from harness.engine.conversation import in_call_order, load_run_messages
 from harness.engine.decisions import run_start
@@ -112,6 +112,8 @@ class Drive:
     history_length: int
     clear_input: str
     cancel_requested: bool = False
+    # Why the last step's tool call failed (plan, then act: triggers one revision).
+    last_failure: str = ""
     scope: CallScope | None = None
     agent: AgentSpec | None = None
 
@@ -220,6 +222,8 @@ def _drive(drive: Drive) -> Run:
             if outcome.reason == "handoff":
                 return _hand_off(drive)
             break
+        if planning.wants_plan(drive.agent, run.plans):
+            _plan(drive)
         if not _unanswered_calls(drive.messages):
             outcome = _model_step(drive)
             if outcome.status is not None:
@@ -227,6 +231,8 @@ def _drive(drive: Drive) -> Run:
         held = _tool_step(drive)
         if held:
             return _pause(drive, held)
+        if drive.last_failure and planning.may_replan(drive.agent, run.plans):
+            _plan(drive, drive.last_failure)
     if outcome.status == RunStatus.SUCCEEDED:
         outcome = _honesty_guard(drive, outcome)
     return _finish(drive, outcome)
@@ -312,7 +318,7 @@ def _model_step(drive: Drive) -> StepOutcome:
         [{"name": s.name, "description": s.description, "parameters": s.parameters} for s in specs],
     )
     try:
-        turn = sum(1 for m in drive.messages if m.role == "assistant")
+        turn = _turn(drive)
         deltas = DeltaEvents(drive)
         response = complete(
             agent.model or None,
@@ -391,12 +397,16 @@ def _tool_step(drive: Drive) -> list[ToolCall]:
         # takes over continues from it (the tool's execution record then says whether the
         # call started) instead of asking the model again and getting other calls.
         _commit(drive)
+    drive.last_failure = ""
     if decided.allowed:
         execute_decided(decided, scope)
         for call, _ in decided.allowed:
             message, ok = decided.results[call.id]
             _append(drive, message)
             _event_finished(drive, call, message, ok)
+            if not ok:
+                error = json.loads(message.content).get("error") or {}
+                drive.last_failure = f"{call.name}: {error.get('message', 'failed')}"
     drive.messages[:] = in_call_order(drive.messages)
     if not decided.held:  # a pause writes the step with the run's new status
         _commit(drive)
@@ -426,6 +436,7 @@ def _commit(drive: Drive, **fields: object) -> None:
             "prompt_tokens": run.prompt_tokens,
             "completion_tokens": run.completion_tokens,
             "cost_usd": run.cost_usd,
+            "plans": run.plans,
             **drive.guard.counters(),
             **fields,
         }
@@ -438,6 +449,46 @@ def _commit(drive: Drive, **fields: object) -> None:
         drive.scope.policy.moved_to(fence.policy_version)
 
 
+def _turn(drive: Drive) -> int:
+    """Which model call of the conversation this is (plans count: each took a call)."""
+    return sum(1 for m in drive.messages if m.role == "assistant") + len(drive.run.plans)
+
+
+def _plan(drive: Drive, failure: str = "") -> None:
+    """Plan, then act: ask for a plan (or, after ``failure``, a revised one), record it —
+    span, audit, event, ``Run.plans`` — and commit it. A plan that cannot be had (budget,
+    the model unreachable) is skipped: the loop goes on, and stops there if it must."""
+    run, agent, scope, tracer = drive.run, drive.agent, drive.scope, drive.tracer
+    assert agent is not None
+    assert scope is not None
+    tools = [tool.name for tool in scope.policy.visible_tools(agent, scope.registry)]
+    own = drive.messages[run_start(drive.messages, drive.history_length) :]
+    messages = planning.planning_messages(agent, own, tools, failure)
+    if drive.guard.before_model_call(agent, messages, []) is not None:
+        return
+    span = tracer.start(
+        SpanKind.MODEL_CALL, "plan", scope.parent, plan=True, revision=bool(failure)
+    )
+    route = agent.model or settings.HARNESS_MODEL
+    tracer.audit_model_request(span, route, [m.to_dict() for m in messages], [])
+    try:
+        response, steps = planning.request_plan(agent, messages, _turn(drive))
+    except GatewayError as exc:
+        drive.guard.after_model_call(None)
+        span.fail(error_code=str(exc.code), error=exc.message)
+        tracer.end(span)
+        return
+    _record_response(run, span, response)
+    span.set(charged_usd=drive.guard.after_model_call(response) / 1_000_000, plan_steps=steps)
+    tracer.audit(span, AuditKind.MODEL_RESPONSE, response.to_dict())
+    tracer.end(span)
+    _announce(drive, drive.guard.take_crossings(), run.callback_url)
+    run.plans = [*run.plans, {"steps": steps, "reason": failure or "first plan"}]
+    event = EventType.PLAN_REVISED if failure else EventType.PLAN_CREATED
+    drive.writes.event(event, tracer.mask({"steps": steps, "reason": failure or "first plan"}))
+    _commit(drive)
+
+
 def _context_for(drive: Drive, specs: list) -> tuple[list[Message], object]:
     run, agent = drive.run, drive.agent
     assert agent is not None
@@ -448,7 +499,7 @@ def _context_for(drive: Drive, specs: list) -> tuple[list[Message], object]:
         return _summarize(agent, older)
 
     context, stats = build_context(
-        agent.system_prompt,
+        agent.system_prompt + planning.plan_instructions(run.plans),
         drive.messages,
         specs,
         agent.context_tokens or settings.HARNESS_CONTEXT_TOKENS,

@@ -92,6 +92,7 @@ _STEP_FIELDS = frozenset(
         "completion_tokens",
         "cost_usd",
         "tool_call_counts",
+        "plans",
     }
 )
 
