@@ -56,6 +56,9 @@ class Heartbeat:
                     leases = list(self._leases.items())
                 for lease, lost in leases:
                     self._renew(lease, lost)
+                if not leases:
+                    # Idle: hold no connection (it would pin the database for nothing).
+                    connection.close()
         finally:
             connection.close()
 
