@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -30,6 +31,26 @@ def estimate_tokens(content: Any, tools: list[ToolSpec] | None = None) -> int:
 
 
 def _message_tokens(message: Message) -> int:
+    # A run's context is estimated at every step and its messages never change (frozen), so
+    # each is counted once. Keyed by identity (a message holding arguments is not hashable);
+    # the entry keeps the message alive, so its id cannot be reused while cached.
+    cached = _counted.get(id(message))
+    if cached is not None and cached[0] is message:
+        return cached[1]
+    tokens = _count_message(message)
+    with _counted_lock:
+        if len(_counted) >= MAX_COUNTED:
+            _counted.clear()
+        _counted[id(message)] = (message, tokens)
+    return tokens
+
+
+MAX_COUNTED = 16_384
+_counted: dict[int, tuple[Any, int]] = {}
+_counted_lock = threading.Lock()
+
+
+def _count_message(message: Message) -> int:
     text = message.content + (message.reasoning or "")
     for call in message.tool_calls:
         text += call.name + call.raw_arguments
@@ -39,6 +60,8 @@ def _message_tokens(message: Message) -> int:
 def _text_tokens(text: str) -> int:
     if not text:
         return 0
+    if text.isascii():  # most text: no character-by-character loop
+        return math.ceil(len(text) / 4)
     wide = sum(1 for ch in text if ord(ch) >= 0x2E80)
     narrow = len(text) - wide
     return wide + math.ceil(narrow / 4)

@@ -86,6 +86,7 @@ class TraceRecorder:
         self._records: list[AuditRecord] = []
         self._fingerprints: set[tuple[str, str]] = set()
         self._last_request: _RequestContext | None = None
+        self._masked_messages: dict[int, tuple[Any, Any]] = {}
 
     # --- masking -------------------------------------------------------------------------
 
@@ -98,6 +99,19 @@ class TraceRecorder:
         """
         masked = self.masker.mask(value, sensitive)
         self._collect_fingerprints()
+        return masked
+
+    def mask_message(self, message: Any) -> Any:
+        """``message.to_dict()`` masked for the audit, once per message: a run's context is
+        recorded at every step and its messages do not change, so per-step masking stays flat
+        in the run's length. Keyed by identity: the entry keeps the (immutable) message alive,
+        so its id cannot be reused while this recorder lives."""
+        cached = self._masked_messages.get(id(message))
+        if cached is not None and cached[0] is message:
+            return cached[1]
+        masked = to_json_value(self.masker.mask(message.to_dict()))
+        self._collect_fingerprints()
+        self._masked_messages[id(message)] = (message, masked)
         return masked
 
     # --- spans ---------------------------------------------------------------------------
@@ -167,12 +181,18 @@ class TraceRecorder:
         self._append(span, kind, self.masker.mask(payload, sensitive))
 
     def audit_model_request(
-        self, span: OpenSpan, route: str, messages: list[dict], tools: list[dict]
+        self,
+        span: OpenSpan,
+        route: str,
+        messages: list[Any],
+        tools: list[dict],
+        masked: bool = False,
     ) -> None:
         """Record what the model is sent: only what is new since this recorder's previous
         request (``kept_messages`` of its messages, then ``messages_added``; tools only when
-        they changed), linked to that request's record by hash."""
-        masked_messages = to_json_value(self.masker.mask(messages))
+        they changed), linked to that request's record by hash. ``masked``: the caller
+        already masked the messages (with ``mask_message``, which masks each one once)."""
+        masked_messages = messages if masked else to_json_value(self.masker.mask(messages))
         masked_tools = to_json_value(self.masker.mask(tools))
         previous = self._last_request
         payload: dict[str, Any] = {"route": route, "previous_request": None, "kept_messages": 0}

@@ -314,8 +314,9 @@ def _model_step(drive: Drive) -> StepOutcome:
     tracer.audit_model_request(
         span,
         agent.model or settings.HARNESS_MODEL,
-        [m.to_dict() for m in context],
+        [tracer.mask_message(m) for m in context],
         [{"name": s.name, "description": s.description, "parameters": s.parameters} for s in specs],
+        masked=True,
     )
     try:
         turn = _turn(drive)
@@ -407,7 +408,9 @@ def _tool_step(drive: Drive) -> list[ToolCall]:
             if not ok:
                 error = json.loads(message.content).get("error") or {}
                 drive.last_failure = f"{call.name}: {error.get('message', 'failed')}"
-    drive.messages[:] = in_call_order(drive.messages)
+    # Only the results after the last assistant message can be out of the model's order.
+    last = max(i for i, m in enumerate(drive.messages) if m.role == "assistant")
+    drive.messages[last:] = in_call_order(drive.messages[last:])
     if not decided.held:  # a pause writes the step with the run's new status
         _commit(drive)
     return decided.held
