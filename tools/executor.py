@@ -107,17 +107,21 @@ def execute_tool_calls(
     calls: Sequence[PlannedCall],
     on_start: Callable[[int], None] | None = None,
     on_finish: Callable[[int, ToolOutcome], None] | None = None,
+    store: Callable[[int, ToolOutcome], None] | None = None,
 ) -> list[ToolOutcome]:
     """Execute a step's calls; return their outcomes in the order of ``calls``.
 
     ``on_start(i)`` and ``on_finish(i, outcome)`` are called in the caller's thread as call
     ``i`` is handed to a worker and as its outcome is known (for spans and audit records).
-    Side effects: whatever the handlers do, and one ``ToolExecution`` row per call.
+    Side effects: whatever the handlers do, and one ``ToolExecution`` row per call. Each
+    outcome is stored under its key at once, or handed to ``store(record_id, outcome)`` —
+    the run engine writes it with the step that records the result (``store_outcome``): until
+    then the execution reads as started, which is what it is if that step never commits.
     """
     outcomes: list[ToolOutcome | None] = [None] * len(calls)
     limit = settings.HARNESS_TOOL_PARALLELISM_PER_RUN
     for group in _groups(calls):
-        _run_group(calls, group, limit, outcomes, on_start, on_finish)
+        _run_group(calls, group, limit, outcomes, on_start, on_finish, store or store_outcome)
     return [outcome for outcome in outcomes if outcome is not None]
 
 
@@ -165,6 +169,7 @@ def _run_group(
     outcomes: list[ToolOutcome | None],
     on_start: Callable[[int], None] | None,
     on_finish: Callable[[int, ToolOutcome], None] | None,
+    store: Callable[[int, ToolOutcome], None],
 ) -> None:
     def settle(index: int, outcome: ToolOutcome) -> None:
         outcomes[index] = outcome
@@ -199,7 +204,7 @@ def _run_group(
                 continue
             del running[future]
             if future.done() or not state.abandon():
-                outcome = _collect(future, calls[state.index].tool, state.record_id)
+                outcome = _collect(future, calls[state.index].tool, state.record_id, store)
             else:
                 never_started = future.cancel()
                 if never_started:  # nothing ran: a later execution of this key may run it
@@ -223,14 +228,19 @@ def _timed_out(tool: ToolDefinition, started: float, never_started: bool) -> Too
     )
 
 
-def _collect(future: Future[ToolOutcome], tool: ToolDefinition, record_id: int) -> ToolOutcome:
+def _collect(
+    future: Future[ToolOutcome],
+    tool: ToolDefinition,
+    record_id: int,
+    store: Callable[[int, ToolOutcome], None],
+) -> ToolOutcome:
     """The worker's outcome, stored under the call's key. Never raises."""
     try:
         outcome = future.result()
     except Exception as exc:
         return _failure(tool, exc, attempts=0)
     try:
-        _store(record_id, outcome)
+        store(record_id, outcome)
     except DatabaseError:
         logger.exception("could not store the outcome of %s (record %s)", tool.name, record_id)
     return outcome
@@ -266,7 +276,8 @@ def _claim(call: PlannedCall) -> tuple[int, ToolOutcome | None]:
     return record.pk, _stored_outcome(call.tool, record)
 
 
-def _store(record_id: int, outcome: ToolOutcome) -> None:
+def store_outcome(record_id: int, outcome: ToolOutcome) -> None:
+    """Record how an execution ended under its key (one UPDATE)."""
     ToolExecution.objects.filter(pk=record_id).update(
         status=ExecutionStatus.SUCCEEDED if outcome.ok else ExecutionStatus.FAILED,
         sealed_outcome=seal(
@@ -283,7 +294,7 @@ def _run_in_worker(call: PlannedCall, state: _Running) -> ToolOutcome:
     try:
         outcome = _attempt(call, state.deadline)
         if not state.finish():
-            _store(state.record_id, outcome)  # a late result, kept for a re-execution
+            store_outcome(state.record_id, outcome)  # a late result, kept for a re-execution
         return outcome
     finally:
         # Pool threads outlive requests and tests: a connection a handler opened here would

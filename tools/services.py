@@ -7,6 +7,7 @@ from tools.executor import (
     ToolOutcome,
     execute_tool,
     execute_tool_calls,
+    store_outcome,
 )
 from tools.net import AddressPolicy, PinnedTransport, UnsafeAddress, resolve_address
 from tools.registry import ToolDefinition, ToolRegistry, get_tool_registry
@@ -27,5 +28,6 @@ __all__ = [
     "get_tool_registry",
     "resolve_address",
     "result_for_model",
+    "store_outcome",
     "summarize_violations",
 ]

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 
 from gateway.errors import GatewayError
@@ -112,6 +113,7 @@ class Drive:
     history_length: int
     clear_input: str
     cancel_requested: bool = False
+    policy: DrivePolicy | None = None
     # Why the last step's tool call failed (plan, then act: triggers one revision).
     last_failure: str = ""
     scope: CallScope | None = None
@@ -136,7 +138,8 @@ def drive_run(run_id: str, driver: Driver, lease: state.Lease) -> Run:
     """
     lost = get_heartbeat().keep(lease)
     try:
-        drive = _open(run_id, driver, lease, lost)
+        with transaction.atomic():  # what a drive reads first, in one transaction
+            drive = _open(run_id, driver, lease, lost)
         try:
             return _drive(drive)
         except state.LeaseLost:
@@ -194,6 +197,8 @@ def _open(run_id: str, driver: Driver, lease: state.Lease, lost: threading.Event
     if not own:
         _append(drive, Message(role="user", content=clear_input))
     writes.event(EventType.RUN_STARTED, {"resumed": resumed})
+    drive.policy = DrivePolicy.load(run.tenant.slug, run.user_id, str(run.id))
+    tracer.chain.head  # noqa: B018 (the run's audit head, read now with the rest)
     return drive
 
 
@@ -213,7 +218,7 @@ def _drive(drive: Drive) -> Run:
         registry=registry,
         tracer=drive.tracer,
         parent=drive.session_span,
-        policy=DrivePolicy.load(run.tenant.slug, run.user_id, str(run.id)),
+        policy=drive.policy or DrivePolicy.load(run.tenant.slug, run.user_id, str(run.id)),
         guard=drive.guard,
     )
     while True:
@@ -401,6 +406,7 @@ def _tool_step(drive: Drive) -> list[ToolCall]:
     drive.last_failure = ""
     if decided.allowed:
         execute_decided(decided, scope)
+        drive.writes.inside(decided.store_outcomes)
         for call, _ in decided.allowed:
             message, ok = decided.results[call.id]
             _append(drive, message)

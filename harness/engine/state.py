@@ -26,7 +26,6 @@ from typing import Any
 from django.conf import settings
 from django.db import connection
 from django.db.models import DateTimeField, DurationField, ExpressionWrapper, F, Q, Value
-from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from harness.models import TERMINAL_STATUSES, Run, RunStatus
@@ -54,23 +53,37 @@ def claim(run_id: str, owner: str) -> Lease | None:
     """Take a queued run, or a running one whose driver's lease ran out (``None`` if neither).
 
     The claim increments the fencing token: from now on only this lease can write for the run.
+    One statement: UPDATE … RETURNING the new token.
     """
     now = timezone.now()
-    claimable = Q(status=RunStatus.QUEUED) | Q(status=RunStatus.RUNNING, lease_expires_at__lt=now)
-    claimed = Run.objects.filter(claimable, id=run_id).update(
-        status=RunStatus.RUNNING,
-        lease_owner=owner,
-        lease_token=F("lease_token") + 1,
-        lease_expires_at=now + lease_duration(),
-        started_at=Coalesce("started_at", now),
-        updated_at=now,
+    meta = Run._meta
+    quote = connection.ops.quote_name
+    stamp = meta.get_field("updated_at").get_db_prep_value(now, connection)
+    expires = meta.get_field("lease_expires_at").get_db_prep_value(
+        now + lease_duration(), connection
     )
-    if not claimed:
-        return None
-    row = Run.objects.filter(id=run_id, lease_owner=owner).values("lease_token").first()
-    if row is None:  # claimed and taken over within the same breath: not ours any more
-        return None
-    return Lease(run_id=str(run_id), owner=owner, token=row["lease_token"])
+    sql = (
+        f"UPDATE {quote(meta.db_table)} SET {quote('status')} = %s, {quote('lease_owner')} = %s, "  # noqa: S608
+        f"{quote('lease_token')} = {quote('lease_token')} + 1, {quote('lease_expires_at')} = %s, "
+        f"{quote('started_at')} = COALESCE({quote('started_at')}, %s), {quote('updated_at')} = %s "
+        f"WHERE {quote('id')} = %s AND ({quote('status')} = %s OR ({quote('status')} = %s AND "
+        f"{quote('lease_expires_at')} < %s)) RETURNING {quote('lease_token')}"
+    )
+    params = [
+        RunStatus.RUNNING,
+        owner,
+        expires,
+        stamp,
+        stamp,
+        meta.pk.get_db_prep_value(run_id, connection),
+        RunStatus.QUEUED,
+        RunStatus.RUNNING,
+        stamp,
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    return None if row is None else Lease(run_id=str(run_id), owner=owner, token=row[0])
 
 
 def _held(lease: Lease) -> Q:

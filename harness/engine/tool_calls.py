@@ -39,6 +39,7 @@ from tools.services import (
     execute_tool_calls,
     find_violations,
     result_for_model,
+    store_outcome,
     summarize_violations,
 )
 from traces.services import (
@@ -156,6 +157,14 @@ class Decided:
     results: dict[str, tuple[Message, bool]] = field(default_factory=dict)
     held: list[ToolCall] = field(default_factory=list)
     allowed: list[tuple[ToolCall, PlannedCall]] = field(default_factory=list)
+    # How each execution ended, to store under its key with the step that records it.
+    outcomes: list[tuple[int, ToolOutcome]] = field(default_factory=list)
+
+    def store_outcomes(self) -> None:
+        """Inside the step's transaction."""
+        outcomes, self.outcomes = self.outcomes, []
+        for record_id, outcome in outcomes:
+            store_outcome(record_id, outcome)
 
 
 def decide_tool_calls(calls: Sequence[ToolCall], scope: CallScope) -> Decided:
@@ -188,7 +197,12 @@ def execute_decided(decided: Decided, scope: CallScope) -> None:
         call, planned = batch[index]
         decided.results[call.id] = _record_outcome(call, planned, outcome, spans[index], scope)
 
-    execute_tool_calls([planned for _, planned in batch], on_start=on_start, on_finish=on_finish)
+    execute_tool_calls(
+        [planned for _, planned in batch],
+        on_start=on_start,
+        on_finish=on_finish,
+        store=lambda record_id, outcome: decided.outcomes.append((record_id, outcome)),
+    )
 
 
 def _questions(scope: CallScope) -> PolicyQuestions:
