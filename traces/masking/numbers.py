@@ -59,6 +59,7 @@ _LABEL = re.compile(
     r"|#$"
 )
 _THOUSANDS = re.compile(r"\d{3}(?:\.\d|,\d{3}|[^\d]|$)")
+_MASKED_FORM = re.compile(r"\[[a-z][a-z0-9_]{1,39}:$")
 _URL_OR_TIME = frozenset(":/=?&")
 _WORD = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 
@@ -271,9 +272,12 @@ class NumberFinder:
 
     @staticmethod
     def _in_url_or_time(text: str, start: int, before: str) -> bool:
-        """Digits of a clock time (``08:53:04.664450``) or of a URL's path or query."""
+        """Digits of a clock time (``08:53:04.664450``), of a URL's path or query, or of a
+        fingerprint in a masked form (``[national_id:03012345]``: masking is idempotent)."""
         if before == ":":
-            return start > 1 and text[start - 2].isdigit()
+            return (start > 1 and text[start - 2].isdigit()) or _MASKED_FORM.search(
+                text, max(0, start - 42), start
+            ) is not None
         token_start = max(text.rfind(c, 0, start) for c in " \n\"'<")
         return "://" in text[token_start + 1 : start]
 
