@@ -224,3 +224,27 @@ def test_each_identifier_is_fingerprinted_once_whatever_its_spelling(masker):
     assert len(found) == 1
     assert found[0][0] == "phone"
     assert masker.drain() == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "nothing secret here " * 20,
+        "filler " * 40 + "Authorization: Bearer abcdEFGH1234ijklMNOP and PASSWORD=hunter22hunter",
+        "filler " * 40
+        + "key sk-proj-A1b2C3d4E5f6G7h8I9j0K1l2M3n4 eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.s",
+        "短" * 200 + "-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----",
+    ],
+)
+def test_the_needle_gate_finds_the_same_with_or_without_hyperscan(monkeypatch, text):
+    from traces.masking import gate
+    from traces.masking.detectors import TEXT_DETECTORS
+
+    with_engine = gate.NeedleGate(TEXT_DETECTORS)
+    monkeypatch.setattr(gate, "hyperscan", None)
+    pure_python = gate.NeedleGate(TEXT_DETECTORS)
+
+    assert pure_python.engine == "python"
+    assert [d.kind for d in with_engine.candidates(text)] == [
+        d.kind for d in pure_python.candidates(text)
+    ]
