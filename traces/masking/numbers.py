@@ -140,8 +140,9 @@ class NumberFinder:
             rest = RUN.search(text, start + date.end(), end)
             if rest is None or rest.end() - rest.start() < 6:
                 return None
-            start, run = rest.start(), rest.group(0)
+            start, end, run = rest.start(), rest.end(), rest.group(0)
             before = text[start - 1]
+            after = text[end] if end < len(text) else " "
         if after in _WORD:
             return self._letter_trailed(text, start, end, run, after)
         if after == "-" and end + 1 < len(text) and "A" <= text[end + 1] <= "Z":
