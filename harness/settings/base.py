@@ -248,11 +248,12 @@ HARNESS_FINGERPRINT_KEY = env_str("HARNESS_FINGERPRINT_KEY") or derive_key(
 HARNESS_AUDIT_CHECKPOINT_KEY = env_str("HARNESS_AUDIT_CHECKPOINT_KEY") or derive_key(
     SECRET_KEY, "harness.audit-checkpoint"
 )
-# Masking v2 (README "Masking"): regions a phone number written nationally is looked up in,
-# and extra detectors (dotted paths to a detector, its class or a factory).
+# Masking (README "Audit and masking"): regions a phone number written nationally is looked
+# up in, and extra detectors (dotted paths to a detector, its class or a factory).
+_DEFAULT_PHONE_REGIONS = "CN,US,CA,GB,DE,FR,ES,IT,JP,IN"
 HARNESS_PHONE_REGIONS = tuple(
-    r.upper() for r in env_list("HARNESS_PHONE_REGIONS")
-) or ("CN", "US", "CA", "GB", "DE", "FR", "ES", "IT", "JP", "IN")
+    r.upper() for r in env_list("HARNESS_PHONE_REGIONS") or _DEFAULT_PHONE_REGIONS.split(",")
+)
 HARNESS_MASKING_DETECTORS = tuple(env_list("HARNESS_MASKING_DETECTORS"))
 HARNESS_TRACE_RETENTION_DAYS = env_int("HARNESS_TRACE_RETENTION_DAYS", 365, minimum=1)
 HARNESS_TRACE_RETENTION_BATCH = env_int("HARNESS_TRACE_RETENTION_BATCH", 500, minimum=1)
