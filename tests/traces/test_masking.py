@@ -47,6 +47,7 @@ def masker():
         ("IBAN GB82 WEST 1234 5698 7654 32 ok", "IBAN GB****5432 ok"),
         ("NL91ABNA0417164300", "NL****4300"),
         ("card 3782 822463 10005", "card ****0005"),
+        ("order ref 4111 1111 1111 1111", "order ref ****1111"),  # no label unmasks a card
     ],
 )
 def test_each_detector_masks_its_kind(masker, text, masked):

@@ -164,7 +164,8 @@ class NumberFinder:
         if count in (17, 18) and _RESIDENT.fullmatch(run) and checks.cn_resident_id_ok(run):
             return (start, end, "national_id", None)
         if 13 <= count <= 19 and _CARD_SHAPE.fullmatch(run) and checks.card_ok(digits):
-            return None if self._labelled(text, start) else (start, end, "card", digits)
+            # Issuer, length and Luhn are evidence enough: no label makes it an order number.
+            return (start, end, "card", digits)
         if count == 9 and _SSN.fullmatch(run):  # an SSN's shape, and nothing else's
             if not checks.us_ssn_ok(run) or self._labelled(text, start):
                 return None
