@@ -86,8 +86,9 @@ class MaskingPatternForm(forms.ModelForm):
         data = super().clean()
         if self.errors:
             return data
+        kind = data.get("kind") or self.instance.kind  # read-only once saved
         try:
-            self.trial = try_pattern(data["kind"], data["pattern"], data["sample"])
+            self.trial = try_pattern(kind, data["pattern"], data["sample"])
         except MaskingPatternInvalid as error:
             self.add_error(error.field, error.message)
         return data

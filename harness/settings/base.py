@@ -303,19 +303,11 @@ HARNESS_AUDIT_CHECKPOINT_KEYS = env_keys(
 HARNESS_AUDIT_CHECKPOINT_KEY = hkdf(
     HARNESS_AUDIT_CHECKPOINT_KEYS[0], "harness.audit-checkpoint.v2"
 ).hex()
-# Masking v2 (README "Masking"): regions a phone number written nationally is looked up in,
-# and extra detectors (dotted paths to a detector, its class or a factory).
-HARNESS_PHONE_REGIONS = tuple(r.upper() for r in env_list("HARNESS_PHONE_REGIONS")) or (
-    "CN",
-    "US",
-    "CA",
-    "GB",
-    "DE",
-    "FR",
-    "ES",
-    "IT",
-    "JP",
-    "IN",
+# Masking (README "Audit and masking"): regions a phone number written nationally is looked
+# up in, and extra detectors (dotted paths to a detector, its class or a factory).
+_DEFAULT_PHONE_REGIONS = "CN,US,CA,GB,DE,FR,ES,IT,JP,IN"
+HARNESS_PHONE_REGIONS = tuple(
+    r.upper() for r in env_list("HARNESS_PHONE_REGIONS") or _DEFAULT_PHONE_REGIONS.split(",")
 )
 HARNESS_MASKING_DETECTORS = tuple(env_list("HARNESS_MASKING_DETECTORS"))
 HARNESS_TRACE_RETENTION_DAYS = env_int("HARNESS_TRACE_RETENTION_DAYS", 365, minimum=1)

@@ -47,6 +47,7 @@ def masker():
         ("IBAN GB82 WEST 1234 5698 7654 32 ok", "IBAN GB****5432 ok"),
         ("NL91ABNA0417164300", "NL****4300"),
         ("card 3782 822463 10005", "card ****0005"),
+        ("order ref 4111 1111 1111 1111", "order ref ****1111"),  # no label unmasks a card
     ],
 )
 def test_each_detector_masks_its_kind(masker, text, masked):
@@ -139,6 +140,14 @@ def test_the_new_kinds_mask_idempotently(masker):
     assert masker.mask_text(once) == once
 
 
+@pytest.mark.parametrize(
+    "masked", ["[national_id:03012345]", "[address:02123456]", "[customer_number:0301234567]"]
+)
+def test_a_fingerprint_of_digits_only_in_a_masked_form_is_left_alone(masker, masked):
+    # 8 hex digits are all decimal digits in 2% of fingerprints: some are valid phone numbers.
+    assert masker.mask_text(f"re {masked}, ok") == f"re {masked}, ok"
+
+
 def test_a_resident_id_becomes_a_fingerprint_only(masker):
     masked = masker.mask_text("ID 11010519491231002X")
 
@@ -216,3 +225,27 @@ def test_each_identifier_is_fingerprinted_once_whatever_its_spelling(masker):
     assert len(found) == 1
     assert found[0][0] == "phone"
     assert masker.drain() == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "nothing secret here " * 20,
+        "filler " * 40 + "Authorization: Bearer abcdEFGH1234ijklMNOP and PASSWORD=hunter22hunter",
+        "filler " * 40
+        + "key sk-proj-A1b2C3d4E5f6G7h8I9j0K1l2M3n4 eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.s",
+        "短" * 200 + "-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----",
+    ],
+)
+def test_the_needle_gate_finds_the_same_with_or_without_hyperscan(monkeypatch, text):
+    from traces.masking import gate
+    from traces.masking.detectors import TEXT_DETECTORS
+
+    with_engine = gate.NeedleGate(TEXT_DETECTORS)
+    monkeypatch.setattr(gate, "hyperscan", None)
+    pure_python = gate.NeedleGate(TEXT_DETECTORS)
+
+    assert pure_python.engine == "python"
+    assert [d.kind for d in with_engine.candidates(text)] == [
+        d.kind for d in pure_python.candidates(text)
+    ]

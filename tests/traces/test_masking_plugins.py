@@ -165,3 +165,21 @@ def test_the_admin_tries_the_pattern_before_saving_and_audits_it(admin_client):
     deleted = admin_client.post(f"/admin/traces/maskingpattern/{row.pk}/delete/", {"post": "yes"})
     assert deleted.status_code == 302
     assert MaskingPatternChange.objects.filter(action="remove").count() == 1
+
+
+@pytest.mark.django_db
+def test_the_admin_edits_a_pattern_through_the_same_checks_and_audit(admin_client):
+    save_pattern("acme", "customer_number", r"CUST-\d{6}", "CUST-123456", "alice")
+    row = MaskingPattern.objects.get()
+    url = f"/admin/traces/maskingpattern/{row.pk}/change/"
+
+    refused = admin_client.post(url, {"pattern": r"(a+)+", "sample": "aaa", "enabled": "on"})
+    assert refused.status_code == 200
+    assert "exponential time" in refused.content.decode()
+
+    saved = admin_client.post(url, {"pattern": r"CUST-\d{7}", "sample": "CUST-1234567"})
+    assert saved.status_code == 302
+    row.refresh_from_db()
+    assert (row.pattern, row.enabled) == (r"CUST-\d{7}", False)
+    change = MaskingPatternChange.objects.order_by("-id").first()
+    assert (change.action, change.actor, change.after["enabled"]) == ("update", "admin", False)

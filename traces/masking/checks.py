@@ -28,7 +28,7 @@ _NOT_DIGIT = re.compile(r"\D")
 # Issuer prefixes and lengths of the card schemes people pay with: a Luhn-valid 13-digit
 # timestamp or EAN is no card.
 _CARD = re.compile(
-    r"4(?:\d{12}|\d{15}|\d{18})"  # Visa
+    r"4(?:\d{15}|\d{18})"  # Visa (13-digit cards are no longer issued; EAN-13s are common)
     r"|(?:5[1-5]\d\d|2(?:22[1-9]|2[3-9]\d|[3-6]\d\d|7[01]\d|720))\d{12}"  # Mastercard
     r"|3[47]\d{13}"  # American Express
     r"|(?:6011|65\d\d|64[4-9]\d)\d{12,15}"  # Discover

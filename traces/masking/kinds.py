@@ -2,14 +2,16 @@
 
 | kind        | stored as                        | fingerprinted |
 |-------------|----------------------------------|---------------|
-| phone       | ``138****5678``, ``+34*****5678`` | yes           |
+| phone       | ``138****5678``, ``718***1807``, ``+34*****5678`` | yes (E.164) |
 | email       | ``z***@example.com``             | yes           |
-| national_id | ``[national_id:1a2b3c4d]``       | yes (only)    |
+| national_id | ``[national_id:1a2b3c4d]`` (CN resident ID, US SSN, UK NINO, ES DNI/NIE,
+|             | IN Aadhaar, BR CPF)               | yes (only)    |
 | card        | ``****1234``                     | yes           |
 | iban        | ``DE****3000``                   | yes           |
 | name        | ``Z**** W**``, ``张*``           | yes           |
 | address     | ``[address:1a2b3c4d]``           | yes (only)    |
 | secrets     | ``[<kind> removed]``             | no            |
+| other kinds | ``[<kind>:1a2b3c4d]`` (``plugins``) | yes         |
 
 An address has no partial form that is safe across countries (the street and number are the
 identifying part wherever they are written), so like a national ID it is kept as a fingerprint

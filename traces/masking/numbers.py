@@ -59,6 +59,7 @@ _LABEL = re.compile(
     r"|#$"
 )
 _THOUSANDS = re.compile(r"\d{3}(?:\.\d|,\d{3}|[^\d]|$)")
+_MASKED_FORM = re.compile(r"\[[a-z][a-z0-9_]{1,39}:$")
 _URL_OR_TIME = frozenset(":/=?&")
 _WORD = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 
@@ -139,8 +140,9 @@ class NumberFinder:
             rest = RUN.search(text, start + date.end(), end)
             if rest is None or rest.end() - rest.start() < 6:
                 return None
-            start, run = rest.start(), rest.group(0)
+            start, end, run = rest.start(), rest.end(), rest.group(0)
             before = text[start - 1]
+            after = text[end] if end < len(text) else " "
         if after in _WORD:
             return self._letter_trailed(text, start, end, run, after)
         if after == "-" and end + 1 < len(text) and "A" <= text[end + 1] <= "Z":
@@ -162,7 +164,8 @@ class NumberFinder:
         if count in (17, 18) and _RESIDENT.fullmatch(run) and checks.cn_resident_id_ok(run):
             return (start, end, "national_id", None)
         if 13 <= count <= 19 and _CARD_SHAPE.fullmatch(run) and checks.card_ok(digits):
-            return None if self._labelled(text, start) else (start, end, "card", digits)
+            # Issuer, length and Luhn are evidence enough: no label makes it an order number.
+            return (start, end, "card", digits)
         if count == 9 and _SSN.fullmatch(run):  # an SSN's shape, and nothing else's
             if not checks.us_ssn_ok(run) or self._labelled(text, start):
                 return None
@@ -271,9 +274,12 @@ class NumberFinder:
 
     @staticmethod
     def _in_url_or_time(text: str, start: int, before: str) -> bool:
-        """Digits of a clock time (``08:53:04.664450``) or of a URL's path or query."""
+        """Digits of a clock time (``08:53:04.664450``), of a URL's path or query, or of a
+        fingerprint in a masked form (``[national_id:03012345]``: masking is idempotent)."""
         if before == ":":
-            return start > 1 and text[start - 2].isdigit()
+            return (start > 1 and text[start - 2].isdigit()) or _MASKED_FORM.search(
+                text, max(0, start - 42), start
+            ) is not None
         token_start = max(text.rfind(c, 0, start) for c in " \n\"'<")
         return "://" in text[token_start + 1 : start]
 
