@@ -161,23 +161,25 @@ class NumberFinder:
             return None
         if count in (17, 18) and _RESIDENT.fullmatch(run) and checks.cn_resident_id_ok(run):
             return (start, end, "national_id", None)
-        if 13 <= count <= 19 and _CARD_SHAPE.fullmatch(run) and checks.card_ok(digits):
-            return None if self._labelled(text, start) else (start, end, "card", digits)
-        if count == 9 and _SSN.fullmatch(run):  # an SSN's shape, and nothing else's
-            if not checks.us_ssn_ok(run) or self._labelled(text, start):
-                return None
-            return (start, end, "national_id", None)
-        if count == 12 and _AADHAAR.fullmatch(run) and checks.in_aadhaar_ok(digits):
-            return None if self._labelled(text, start) else (start, end, "national_id", None)
         if count == 11 and "." in run and _CPF.fullmatch(run) and checks.br_cpf_ok(run):
             return (start, end, "national_id", None)
         if count == 6:
             return self._nino(text, start, end)
+        # Every other kind right after a label is that label's number ("order 4111…", "#…"):
+        # asked before any checksum, as most labelled numbers would fail them anyway.
+        if _labelled(text, start):
+            return None
+        if 13 <= count <= 19 and _CARD_SHAPE.fullmatch(run) and checks.card_ok(digits):
+            return (start, end, "card", digits)
+        if count == 9 and _SSN.fullmatch(run):  # an SSN's shape, and nothing else's
+            return (start, end, "national_id", None) if checks.us_ssn_ok(run) else None
+        if count == 12 and _AADHAAR.fullmatch(run) and checks.in_aadhaar_ok(digits):
+            return (start, end, "national_id", None)
         phone = self._phone(text, start, end, run, digits, before)
         if phone:
             return phone
         if count == 11 and _CPF.fullmatch(run) and checks.br_cpf_ok(run):
-            return None if self._labelled(text, start) else (start, end, "national_id", None)
+            return (start, end, "national_id", None)
         return None
 
     def _phone(
@@ -196,8 +198,8 @@ class NumberFinder:
             if before == "(":
                 start -= 1
             e164 = self.phones.national(digits, compact=len(digits) == len(run), written=run)
-        if e164 is None or self._labelled(text, start):
-            return None
+        if e164 is None or (before in "(+" and _labelled(text, start)):
+            return None  # (without its "(" or "+", the number was not labelled: see _plain)
         return (start, end, "phone", e164)
 
     def _letter_led(self, text: str, start: int, end: int, before: str) -> Span | None:
@@ -277,10 +279,28 @@ class NumberFinder:
         token_start = max(text.rfind(c, 0, start) for c in " \n\"'<")
         return "://" in text[token_start + 1 : start]
 
-    @staticmethod
-    def _labelled(text: str, start: int) -> bool:
-        """A number right after ``order``, ``tracking``, ``#``… is that label's number."""
-        return _LABEL.search(text[max(0, start - 24) : start].lower()) is not None
-
 
 Check = Callable[[str], bool]
+
+# What a label can end with, other than an ASCII letter (``_LABEL``).
+_LABEL_ENDS = frozenset("\"':=#.单号")
+_LABELLED: dict[str, bool] = {}  # by the 24 characters before a number
+
+
+def _labelled(text: str, start: int) -> bool:
+    """A number right after ``order``, ``tracking``, ``#``… is that label's number. What
+    precedes a number repeats (``"created_at": "``), so the answer is cached by it."""
+    if start == 0:
+        return False
+    last = text[start - 1]
+    if last == "#":
+        return True
+    if not (last in _WORD or last in _LABEL_ENDS or last.isspace()):
+        return False
+    before = text[max(0, start - 24) : start]
+    labelled = _LABELLED.get(before)
+    if labelled is None:
+        if len(_LABELLED) >= 4096:
+            _LABELLED.clear()
+        labelled = _LABELLED[before] = _LABEL.search(before.lower()) is not None
+    return labelled

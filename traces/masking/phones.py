@@ -89,6 +89,36 @@ class RegionRules:
             and self._general.fullmatch(nsn) is not None
         )
 
+    def national_expression(self, length: int, compact: bool) -> str | None:
+        """A regular expression for the ``length`` digits that ``national`` accepts (below),
+        or None if it accepts none: the same rules, as one pattern."""
+        prefix = re.escape(self.national_prefix)
+        if self.nanpa:
+            if length == 10:
+                return self._expression(self._national, 10)
+            if length == 11 and not compact:
+                national = self._expression(self._national, 10)
+                return f"1{national}" if national else None
+            return None
+        if not prefix:
+            return self._expression(self._national, length)
+        alternatives = []
+        prefixed = self._expression(self._national, length - len(self.national_prefix))
+        if prefixed:
+            alternatives.append(f"{prefix}{prefixed}")
+        if self.region in _PREFIX_OPTIONAL_FOR_MOBILES:
+            mobile = self._expression(self._mobile, length)
+            if mobile:
+                alternatives.append(f"(?!{prefix}){mobile}")
+        return "|".join(f"(?:{a})" for a in alternatives) or None
+
+    def _expression(self, table: dict[int, re.Pattern[str]], length: int) -> str | None:
+        """``valid`` for numbers of ``length`` digits, as an expression to embed."""
+        pattern = table.get(length)
+        if pattern is None:
+            return None
+        return rf"(?=(?:{self._general.pattern})\Z)(?:{pattern.pattern})"
+
     def national(self, digits: str, compact: bool = False) -> str | None:
         """The E.164 form of ``digits`` written nationally in this region, or None.
         ``compact``: written without separators (then NANPA's optional 1 is not taken)."""
@@ -136,11 +166,15 @@ class PhoneValidator:
             length: tuple(r for r in self._rules if length in r.written_lengths)  # type: ignore[union-attr]
             for length in range(4, 18)
         }
+        self._screens: dict[tuple[int, bool], re.Pattern[str] | None] = {}
 
     def national(self, digits: str, compact: bool = False, written: str = "") -> str | None:
         """The E.164 form of a number written nationally. When it is valid in several default
         regions (``06 12 34 56 78`` is French and German), the region that formats it the way
         it is ``written`` wins, then the first region in order."""
+        screen = self._screen(len(digits), compact)
+        if screen is None or screen.fullmatch(digits) is None:
+            return None  # valid in no default region (most digit runs): one match, no loop
         first = None
         for rules in self._by_length.get(len(digits), ()):
             e164 = rules.national(digits, compact)
@@ -155,6 +189,24 @@ class PhoneValidator:
                 continue  # the United States and Canada: one country code
             return _best_written(written, [first, (rules, e164)], self, digits, compact)
         return first[1] if first else None
+
+    def _screen(self, length: int, compact: bool) -> re.Pattern[str] | None:
+        """One expression for what any default region accepts of ``length`` digits written
+        nationally (``RegionRules.national_expression``), compiled on first use; None when
+        no region accepts that length."""
+        key = (length, compact)
+        try:
+            return self._screens[key]
+        except KeyError:
+            pass
+        expressions = [
+            e
+            for rules in self._by_length.get(length, ())
+            if (e := rules.national_expression(length, compact)) is not None
+        ]
+        screen = re.compile("|".join(f"(?:{e})" for e in expressions)) if expressions else None
+        self._screens[key] = screen
+        return screen
 
     def national_candidates(self, digits: str) -> list[str]:
         """Every E.164 form ``digits`` can have, written nationally in a default region."""
