@@ -60,6 +60,7 @@ _LABEL = re.compile(
 )
 _THOUSANDS = re.compile(r"\d{3}(?:\.\d|,\d{3}|[^\d]|$)")
 _URL_OR_TIME = frozenset(":/=?&")
+_TOKEN_ENDS = " \n\"'<"
 _WORD = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 
 
@@ -276,7 +277,12 @@ class NumberFinder:
         """Digits of a clock time (``08:53:04.664450``) or of a URL's path or query."""
         if before == ":":
             return start > 1 and text[start - 2].isdigit()
-        token_start = max(text.rfind(c, 0, start) for c in " \n\"'<")
+        # The token starts after the last space, newline, quote or "<": looked for in the 64
+        # characters before first (a URL is rarely longer), then in the whole text.
+        window = max(0, start - 64)
+        token_start = max(text.rfind(c, window, start) for c in _TOKEN_ENDS)
+        if token_start < 0 and window:
+            token_start = max(text.rfind(c, 0, window) for c in _TOKEN_ENDS)
         return "://" in text[token_start + 1 : start]
 
 

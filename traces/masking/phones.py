@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from typing import Any
 
 import phonenumbers
 from django.core.exceptions import ImproperlyConfigured
@@ -166,47 +167,49 @@ class PhoneValidator:
             length: tuple(r for r in self._rules if length in r.written_lengths)  # type: ignore[union-attr]
             for length in range(4, 18)
         }
-        self._screens: dict[tuple[int, bool], re.Pattern[str] | None] = {}
+        self._screens: dict[tuple[int, bool], Any] = {}
 
     def national(self, digits: str, compact: bool = False, written: str = "") -> str | None:
         """The E.164 form of a number written nationally. When it is valid in several default
         regions (``06 12 34 56 78`` is French and German), the region that formats it the way
         it is ``written`` wins, then the first region in order."""
-        screen = self._screen(len(digits), compact)
+        screen, by_region = self._screen(len(digits), compact)
         if screen is None or screen.fullmatch(digits) is None:
             return None  # valid in no default region (most digit runs): one match, no loop
-        first = None
-        for rules in self._by_length.get(len(digits), ()):
+        found: list[tuple[RegionRules, str]] = []
+        for rules, pattern in by_region:
+            if pattern.fullmatch(digits) is None:
+                continue
             e164 = rules.national(digits, compact)
-            if e164 is None:
-                continue
-            if first is None:
-                if not written or compact:
-                    return e164
-                first = (rules, e164)
-                continue
-            if e164 == first[1]:
+            if e164 is None or any(e164 == f for _, f in found):
                 continue  # the United States and Canada: one country code
-            return _best_written(written, [first, (rules, e164)], self, digits, compact)
-        return first[1] if first else None
+            if not written or compact:
+                return e164
+            found.append((rules, e164))
+        if len(found) > 1:
+            return _best_written(written, found, digits)
+        return found[0][1] if found else None
 
-    def _screen(self, length: int, compact: bool) -> re.Pattern[str] | None:
-        """One expression for what any default region accepts of ``length`` digits written
-        nationally (``RegionRules.national_expression``), compiled on first use; None when
-        no region accepts that length."""
+    def _screen(
+        self, length: int, compact: bool
+    ) -> tuple[re.Pattern[str] | None, tuple[tuple[RegionRules, re.Pattern[str]], ...]]:
+        """What the default regions accept of ``length`` digits written nationally
+        (``RegionRules.national_expression``): one expression for all of them, and one per
+        region, in order; compiled on first use."""
         key = (length, compact)
-        try:
-            return self._screens[key]
-        except KeyError:
-            pass
-        expressions = [
-            e
-            for rules in self._by_length.get(length, ())
-            if (e := rules.national_expression(length, compact)) is not None
-        ]
-        screen = re.compile("|".join(f"(?:{e})" for e in expressions)) if expressions else None
-        self._screens[key] = screen
-        return screen
+        screens = self._screens.get(key)
+        if screens is None:
+            by_region = tuple(
+                (rules, e)
+                for rules in self._by_length.get(length, ())
+                if (e := rules.national_expression(length, compact)) is not None
+            )
+            combined = "|".join(f"(?:{e})" for _, e in by_region)
+            screens = self._screens[key] = (
+                re.compile(combined) if combined else None,
+                tuple((rules, re.compile(e)) for rules, e in by_region),
+            )
+        return screens
 
     def national_candidates(self, digits: str) -> list[str]:
         """Every E.164 form ``digits`` can have, written nationally in a default region."""
@@ -248,17 +251,9 @@ class PhoneValidator:
         return self.national(digits, compact=digits == stripped, written=stripped)
 
 
-def _best_written(
-    written: str,
-    found: list[tuple[RegionRules, str]],
-    validator: PhoneValidator,
-    digits: str,
-    compact: bool,
-) -> str:
-    for rules in validator._by_length.get(len(digits), ())[len(found) :]:
-        e164 = rules.national(digits, compact)
-        if e164 and e164 not in (f for _, f in found):
-            found.append((rules, e164))
+def _best_written(written: str, found: list[tuple[RegionRules, str]], digits: str) -> str:
+    """Of the forms ``found`` (region, E.164) a number is valid in, the one of the region
+    that formats it the way it is ``written``."""
     shape = _SHAPE.sub("d", written.strip())
     groups = _GROUPS.findall(shape)
     best = found[0][1]
