@@ -98,7 +98,7 @@ class NumberFinder:
                 elif before == "-" and text[start - 2] in word:
                     continue
             run = match.group(0)
-            if _BREAK.search(run) is None:
+            if run.isdigit() or _BREAK.search(run) is None:
                 span = self._classify(text, start, end)
                 if span is not None:
                     spans.append(span)
@@ -135,7 +135,9 @@ class NumberFinder:
             if found:
                 return found
         run = text[start:end]
-        date = _DATE_AT_START.match(run)
+        # A date's first separator is its second, third or fifth character.
+        maybe_date = run[4] in "-/." or run[2] in "-/." or run[1] in "-/."
+        date = _DATE_AT_START.match(run) if maybe_date else None
         if date:
             rest = RUN.search(text, start + date.end(), end)
             if rest is None or rest.end() - rest.start() < 6:
@@ -154,7 +156,7 @@ class NumberFinder:
         return self._plain(text, start, end, run, before)
 
     def _plain(self, text: str, start: int, end: int, run: str, before: str) -> Span | None:
-        digits = run.translate(_SEPARATORS)
+        digits = run if run.isdigit() else run.translate(_SEPARATORS)
         count = len(digits)
         if count < 7 and not (count == 6 and before == " "):
             return None
