@@ -113,6 +113,16 @@ class RegionRules:
                 alternatives.append(f"(?!{prefix}){mobile}")
         return "|".join(f"(?:{a})" for a in alternatives) or None
 
+    def national_e164(self, digits: str, compact: bool) -> str:
+        """The E.164 form ``national`` gives ``digits`` (which ``national_expression``
+        accepts), without checking them again."""
+        if self.nanpa:
+            return f"+{self.country_code}{digits[-10:]}"
+        prefix = self.national_prefix
+        if prefix and digits.startswith(prefix):
+            return f"+{self.country_code}{digits[len(prefix) :]}"
+        return f"+{self.country_code}{digits}"
+
     def _expression(self, table: dict[int, re.Pattern[str]], length: int) -> str | None:
         """``valid`` for numbers of ``length`` digits, as an expression to embed."""
         pattern = table.get(length)
@@ -180,8 +190,8 @@ class PhoneValidator:
         for rules, pattern in by_region:
             if pattern.fullmatch(digits) is None:
                 continue
-            e164 = rules.national(digits, compact)
-            if e164 is None or any(e164 == f for _, f in found):
+            e164 = rules.national_e164(digits, compact)
+            if any(e164 == f for _, f in found):
                 continue  # the United States and Canada: one country code
             if not written or compact:
                 return e164
