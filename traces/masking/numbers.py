@@ -60,7 +60,7 @@ _LABEL = re.compile(
 )
 _THOUSANDS = re.compile(r"\d{3}(?:\.\d|,\d{3}|[^\d]|$)")
 _URL_OR_TIME = frozenset(":/=?&")
-_TOKEN_ENDS = " \n\"'<"
+_URL_BOUNDS = " \n\"'<"
 _WORD = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 
 
@@ -282,9 +282,9 @@ class NumberFinder:
         # The token starts after the last space, newline, quote or "<": looked for in the 64
         # characters before first (a URL is rarely longer), then in the whole text.
         window = max(0, start - 64)
-        token_start = max(text.rfind(c, window, start) for c in _TOKEN_ENDS)
+        token_start = max(text.rfind(c, window, start) for c in _URL_BOUNDS)
         if token_start < 0 and window:
-            token_start = max(text.rfind(c, 0, window) for c in _TOKEN_ENDS)
+            token_start = max(text.rfind(c, 0, window) for c in _URL_BOUNDS)
         return "://" in text[token_start + 1 : start]
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import Any
 
 import phonenumbers
 from django.core.exceptions import ImproperlyConfigured
@@ -177,49 +176,40 @@ class PhoneValidator:
             length: tuple(r for r in self._rules if length in r.written_lengths)  # type: ignore[union-attr]
             for length in range(4, 18)
         }
-        self._screens: dict[tuple[int, bool], Any] = {}
+        self._screens: dict[tuple[int, bool], _Screen | None] = {}
 
     def national(self, digits: str, compact: bool = False, written: str = "") -> str | None:
         """The E.164 form of a number written nationally. When it is valid in several default
         regions (``06 12 34 56 78`` is French and German), the region that formats it the way
         it is ``written`` wins, then the first region in order."""
-        screen, by_region = self._screen(len(digits), compact)
-        if screen is None or screen.fullmatch(digits) is None:
-            return None  # valid in no default region (most digit runs): one match, no loop
+        screen = self._screen(len(digits), compact)
         found: list[tuple[RegionRules, str]] = []
-        for rules, pattern in by_region:
-            if pattern.fullmatch(digits) is None:
-                continue
+        index = screen.first(digits, 0) if screen else None
+        while index is not None:  # most digit runs: valid in no region, one match
+            rules = screen.regions[index]  # type: ignore[union-attr]
             e164 = rules.national_e164(digits, compact)
-            if any(e164 == f for _, f in found):
-                continue  # the United States and Canada: one country code
             if not written or compact:
                 return e164
-            found.append((rules, e164))
+            if all(e164 != f for _, f in found):  # the US and Canada: one country code
+                found.append((rules, e164))
+            index = screen.first(digits, index + 1)  # type: ignore[union-attr]
         if len(found) > 1:
             return _best_written(written, found, digits)
         return found[0][1] if found else None
 
-    def _screen(
-        self, length: int, compact: bool
-    ) -> tuple[re.Pattern[str] | None, tuple[tuple[RegionRules, re.Pattern[str]], ...]]:
-        """What the default regions accept of ``length`` digits written nationally
-        (``RegionRules.national_expression``): one expression for all of them, and one per
-        region, in order; compiled on first use."""
+    def _screen(self, length: int, compact: bool) -> _Screen | None:
         key = (length, compact)
-        screens = self._screens.get(key)
-        if screens is None:
-            by_region = tuple(
-                (rules, e)
-                for rules in self._by_length.get(length, ())
-                if (e := rules.national_expression(length, compact)) is not None
-            )
-            combined = "|".join(f"(?:{e})" for _, e in by_region)
-            screens = self._screens[key] = (
-                re.compile(combined) if combined else None,
-                tuple((rules, re.compile(e)) for rules, e in by_region),
-            )
-        return screens
+        try:
+            return self._screens[key]
+        except KeyError:
+            pass
+        by_region = [
+            (rules, e)
+            for rules in self._by_length.get(length, ())
+            if (e := rules.national_expression(length, compact)) is not None
+        ]
+        screen = self._screens[key] = _Screen(by_region) if by_region else None
+        return screen
 
     def national_candidates(self, digits: str) -> list[str]:
         """Every E.164 form ``digits`` can have, written nationally in a default region."""
@@ -259,6 +249,32 @@ class PhoneValidator:
         if stripped.startswith("00"):
             return self.international(digits[2:])
         return self.national(digits, compact=digits == stripped, written=stripped)
+
+
+class _Screen:
+    """What the default regions accept of numbers of one length written nationally
+    (``RegionRules.national_expression``), as one expression per suffix of the regions: the
+    first region a number is valid in, then the next one after it, each in one match."""
+
+    def __init__(self, by_region: list[tuple[RegionRules, str]]) -> None:
+        self.regions = tuple(rules for rules, _ in by_region)
+        self._expressions = tuple(e for _, e in by_region)
+        self._chain: list[re.Pattern[str] | None] = [None] * len(by_region)
+
+    def first(self, digits: str, start: int) -> int | None:
+        """The index of the first region from ``start`` on that accepts ``digits``."""
+        if start >= len(self._chain):
+            return None
+        pattern = self._chain[start]
+        if pattern is None:
+            # An empty group named after each region marks the alternative that matched.
+            pattern = self._chain[start] = re.compile(
+                "|".join(
+                    f"(?:{e})(?P<r{i}>)" for i, e in enumerate(self._expressions[start:], start)
+                )
+            )
+        match = pattern.fullmatch(digits)
+        return None if match is None else int(match.lastgroup[1:])  # type: ignore[index]
 
 
 def _best_written(written: str, found: list[tuple[RegionRules, str]], digits: str) -> str:
