@@ -4,7 +4,10 @@
 masking of a typical document. This module compiles the same metadata (the national number
 patterns and possible lengths of every number type of a region) into one regular expression
 per region and length, so a check is one ``fullmatch``. ``tests/traces/test_masking_phones.py``
-holds it to ``phonenumbers.is_valid_number`` on thousands of numbers.
+holds it to ``phonenumbers.is_valid_number`` on thousands of numbers. For numbers written
+nationally, the default regions' rules for each digit count are joined into one expression
+(``_Screen``): most digit runs in a text are valid in no region and are turned away by one
+match, and the regions a number is valid in are found one match each.
 
 A number written nationally is tried against the default regions in order
 (``HARNESS_PHONE_REGIONS``); the first region it is valid in gives its E.164 form. A region
