@@ -51,14 +51,15 @@ class NeedleGate:
         """The detectors whose needles occur in ``text``, in their order."""
         if self._database is not None and len(text) >= HYPERSCAN_MIN_LENGTH:
             hits: set[int] = set()
-
-            def on_match(index: int, start: int, end: int, flags: int, context: object) -> None:
-                hits.add(index)
-
-            scratch = getattr(self._local, "scratch", None)
-            if scratch is None:
+            try:
+                scratch = self._local.scratch
+            except AttributeError:
                 scratch = self._local.scratch = self._scratch.clone()
-            self._database.scan(text.encode(), match_event_handler=on_match, scratch=scratch)
+            self._database.scan(
+                text.encode(), match_event_handler=_on_match, context=hits, scratch=scratch
+            )
+            if not hits:
+                return []  # most texts
             return [self.detectors[i] for i in sorted(hits)]
         found = []
         lowered = None
@@ -70,6 +71,10 @@ class NeedleGate:
             if any(needle in haystack for needle in detector.needles):
                 found.append(detector)
         return found
+
+
+def _on_match(index: int, start: int, end: int, flags: int, hits: set[int]) -> None:
+    hits.add(index)
 
 
 def _literal(needle: str) -> bytes:

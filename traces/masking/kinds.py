@@ -27,8 +27,10 @@ stored digests.
 
 from __future__ import annotations
 
-import hmac
+import hashlib
 import re
+from functools import lru_cache
+from typing import Any
 
 from traces.masking.detectors import SECRET_KINDS
 
@@ -43,7 +45,30 @@ _ID_SEPARATORS = str.maketrans("", "", " -./")
 
 
 def fingerprint(key: bytes, kind: str, normalized: str) -> str:
-    return hmac.digest(key, f"{kind}:{normalized}".encode(), "sha256").hex()
+    """``HMAC-SHA256(key, "<kind>:<normalized>")`` in hex (RFC 2104, as ``hmac.digest``), from
+    the key's inner and outer hash states computed once: a third of the cost of ``hmac``."""
+    inner, outer = _hmac_states(key)
+    inner = inner.copy()
+    inner.update(f"{kind}:{normalized}".encode())
+    outer = outer.copy()
+    outer.update(inner.digest())
+    return outer.hexdigest()
+
+
+@lru_cache(maxsize=64)
+def _hmac_states(key: bytes) -> tuple[Any, Any]:
+    if len(key) > _SHA256_BLOCK:
+        key = hashlib.sha256(key).digest()
+    key = key.ljust(_SHA256_BLOCK, b"\0")
+    return (
+        hashlib.sha256(key.translate(_IPAD)),
+        hashlib.sha256(key.translate(_OPAD)),
+    )
+
+
+_SHA256_BLOCK = 64
+_IPAD = bytes(x ^ 0x36 for x in range(256))
+_OPAD = bytes(x ^ 0x5C for x in range(256))
 
 
 def normalize(kind: str, value: str) -> str | None:

@@ -59,8 +59,9 @@ _LABEL = re.compile(
     r"|#$"
 )
 _THOUSANDS = re.compile(r"\d{3}(?:\.\d|,\d{3}|[^\d]|$)")
-_MASKED_FORM = re.compile(r"\[[a-z][a-z0-9_]{1,39}:$")
 _URL_OR_TIME = frozenset(":/=?&")
+_URL_BOUNDS = " \n\"'<"
+_MASKED_FORM = re.compile(r"\[[a-z][a-z0-9_]{1,39}:$")
 _WORD = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 
 
@@ -98,7 +99,7 @@ class NumberFinder:
                 elif before == "-" and text[start - 2] in word:
                     continue
             run = match.group(0)
-            if _BREAK.search(run) is None:
+            if run.isdigit() or _BREAK.search(run) is None:
                 span = self._classify(text, start, end)
                 if span is not None:
                     spans.append(span)
@@ -135,7 +136,9 @@ class NumberFinder:
             if found:
                 return found
         run = text[start:end]
-        date = _DATE_AT_START.match(run)
+        # A date's first separator is its second, third or fifth character.
+        maybe_date = run[4] in "-/." or run[2] in "-/." or run[1] in "-/."
+        date = _DATE_AT_START.match(run) if maybe_date else None
         if date:
             rest = RUN.search(text, start + date.end(), end)
             if rest is None or rest.end() - rest.start() < 6:
@@ -155,7 +158,7 @@ class NumberFinder:
         return self._plain(text, start, end, run, before)
 
     def _plain(self, text: str, start: int, end: int, run: str, before: str) -> Span | None:
-        digits = run.translate(_SEPARATORS)
+        digits = run if run.isdigit() else run.translate(_SEPARATORS)
         count = len(digits)
         if count < 7 and not (count == 6 and before == " "):
             return None
@@ -163,24 +166,26 @@ class NumberFinder:
             return None
         if count in (17, 18) and _RESIDENT.fullmatch(run) and checks.cn_resident_id_ok(run):
             return (start, end, "national_id", None)
-        if 13 <= count <= 19 and _CARD_SHAPE.fullmatch(run) and checks.card_ok(digits):
-            # Issuer, length and Luhn are evidence enough: no label makes it an order number.
-            return (start, end, "card", digits)
-        if count == 9 and _SSN.fullmatch(run):  # an SSN's shape, and nothing else's
-            if not checks.us_ssn_ok(run) or self._labelled(text, start):
-                return None
-            return (start, end, "national_id", None)
-        if count == 12 and _AADHAAR.fullmatch(run) and checks.in_aadhaar_ok(digits):
-            return None if self._labelled(text, start) else (start, end, "national_id", None)
         if count == 11 and "." in run and _CPF.fullmatch(run) and checks.br_cpf_ok(run):
             return (start, end, "national_id", None)
         if count == 6:
             return self._nino(text, start, end)
+        if 13 <= count <= 19 and _CARD_SHAPE.fullmatch(run) and checks.card_ok(digits):
+            # Issuer, length and Luhn are evidence enough: no label makes it an order number.
+            return (start, end, "card", digits)
+        # Every other kind right after a label is that label's number ("order 4111…", "#…"):
+        # asked before any checksum, as most labelled numbers would fail them anyway.
+        if _labelled(text, start):
+            return None
+        if count == 9 and _SSN.fullmatch(run):  # an SSN's shape, and nothing else's
+            return (start, end, "national_id", None) if checks.us_ssn_ok(run) else None
+        if count == 12 and _AADHAAR.fullmatch(run) and checks.in_aadhaar_ok(digits):
+            return (start, end, "national_id", None)
         phone = self._phone(text, start, end, run, digits, before)
         if phone:
             return phone
         if count == 11 and _CPF.fullmatch(run) and checks.br_cpf_ok(run):
-            return None if self._labelled(text, start) else (start, end, "national_id", None)
+            return (start, end, "national_id", None)
         return None
 
     def _phone(
@@ -199,8 +204,8 @@ class NumberFinder:
             if before == "(":
                 start -= 1
             e164 = self.phones.national(digits, compact=len(digits) == len(run), written=run)
-        if e164 is None or self._labelled(text, start):
-            return None
+        if e164 is None or (before in "(+" and _labelled(text, start)):
+            return None  # (without its "(" or "+", the number was not labelled: see _plain)
         return (start, end, "phone", e164)
 
     def _letter_led(self, text: str, start: int, end: int, before: str) -> Span | None:
@@ -280,13 +285,36 @@ class NumberFinder:
             return (start > 1 and text[start - 2].isdigit()) or _MASKED_FORM.search(
                 text, max(0, start - 42), start
             ) is not None
-        token_start = max(text.rfind(c, 0, start) for c in " \n\"'<")
+        # The token starts after the last space, newline, quote or "<": looked for in the 64
+        # characters before first (a URL is rarely longer), then in the whole text.
+        window = max(0, start - 64)
+        token_start = max(text.rfind(c, window, start) for c in _URL_BOUNDS)
+        if token_start < 0 and window:
+            token_start = max(text.rfind(c, 0, window) for c in _URL_BOUNDS)
         return "://" in text[token_start + 1 : start]
-
-    @staticmethod
-    def _labelled(text: str, start: int) -> bool:
-        """A number right after ``order``, ``tracking``, ``#``… is that label's number."""
-        return _LABEL.search(text[max(0, start - 24) : start].lower()) is not None
 
 
 Check = Callable[[str], bool]
+
+# What a label can end with, other than an ASCII letter (``_LABEL``).
+_LABEL_ENDS = frozenset("\"':=#.单号")
+_LABELLED: dict[str, bool] = {}  # by the 24 characters before a number
+
+
+def _labelled(text: str, start: int) -> bool:
+    """A number right after ``order``, ``tracking``, ``#``… is that label's number. What
+    precedes a number repeats (``"created_at": "``), so the answer is cached by it."""
+    if start == 0:
+        return False
+    last = text[start - 1]
+    if last == "#":
+        return True
+    if not (last in _WORD or last in _LABEL_ENDS or last.isspace()):
+        return False
+    before = text[max(0, start - 24) : start]
+    labelled = _LABELLED.get(before)
+    if labelled is None:
+        if len(_LABELLED) >= 4096:
+            _LABELLED.clear()
+        labelled = _LABELLED[before] = _LABEL.search(before.lower()) is not None
+    return labelled

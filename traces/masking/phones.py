@@ -4,7 +4,10 @@
 masking of a typical document. This module compiles the same metadata (the national number
 patterns and possible lengths of every number type of a region) into one regular expression
 per region and length, so a check is one ``fullmatch``. ``tests/traces/test_masking_phones.py``
-holds it to ``phonenumbers.is_valid_number`` on thousands of numbers.
+holds it to ``phonenumbers.is_valid_number`` on thousands of numbers. For numbers written
+nationally, the default regions' rules for each digit count are joined into one expression
+(``_Screen``): most digit runs in a text are valid in no region and are turned away by one
+match, and the regions a number is valid in are found one match each.
 
 A number written nationally is tried against the default regions in order
 (``HARNESS_PHONE_REGIONS``); the first region it is valid in gives its E.164 form. A region
@@ -89,6 +92,46 @@ class RegionRules:
             and self._general.fullmatch(nsn) is not None
         )
 
+    def national_expression(self, length: int, compact: bool) -> str | None:
+        """A regular expression for the ``length`` digits that ``national`` accepts (below),
+        or None if it accepts none: the same rules, as one pattern."""
+        prefix = re.escape(self.national_prefix)
+        if self.nanpa:
+            if length == 10:
+                return self._expression(self._national, 10)
+            if length == 11 and not compact:
+                national = self._expression(self._national, 10)
+                return f"1{national}" if national else None
+            return None
+        if not prefix:
+            return self._expression(self._national, length)
+        alternatives = []
+        prefixed = self._expression(self._national, length - len(self.national_prefix))
+        if prefixed:
+            alternatives.append(f"{prefix}{prefixed}")
+        if self.region in _PREFIX_OPTIONAL_FOR_MOBILES:
+            mobile = self._expression(self._mobile, length)
+            if mobile:
+                alternatives.append(f"(?!{prefix}){mobile}")
+        return "|".join(f"(?:{a})" for a in alternatives) or None
+
+    def national_e164(self, digits: str, compact: bool) -> str:
+        """The E.164 form ``national`` gives ``digits`` (which ``national_expression``
+        accepts), without checking them again."""
+        if self.nanpa:
+            return f"+{self.country_code}{digits[-10:]}"
+        prefix = self.national_prefix
+        if prefix and digits.startswith(prefix):
+            return f"+{self.country_code}{digits[len(prefix) :]}"
+        return f"+{self.country_code}{digits}"
+
+    def _expression(self, table: dict[int, re.Pattern[str]], length: int) -> str | None:
+        """``valid`` for numbers of ``length`` digits, as an expression to embed."""
+        pattern = table.get(length)
+        if pattern is None:
+            return None
+        return rf"(?=(?:{self._general.pattern})\Z)(?:{pattern.pattern})"
+
     def national(self, digits: str, compact: bool = False) -> str | None:
         """The E.164 form of ``digits`` written nationally in this region, or None.
         ``compact``: written without separators (then NANPA's optional 1 is not taken)."""
@@ -136,25 +179,40 @@ class PhoneValidator:
             length: tuple(r for r in self._rules if length in r.written_lengths)  # type: ignore[union-attr]
             for length in range(4, 18)
         }
+        self._screens: dict[tuple[int, bool], _Screen | None] = {}
 
     def national(self, digits: str, compact: bool = False, written: str = "") -> str | None:
         """The E.164 form of a number written nationally. When it is valid in several default
         regions (``06 12 34 56 78`` is French and German), the region that formats it the way
         it is ``written`` wins, then the first region in order."""
-        first = None
-        for rules in self._by_length.get(len(digits), ()):
-            e164 = rules.national(digits, compact)
-            if e164 is None:
-                continue
-            if first is None:
-                if not written or compact:
-                    return e164
-                first = (rules, e164)
-                continue
-            if e164 == first[1]:
-                continue  # the United States and Canada: one country code
-            return _best_written(written, [first, (rules, e164)], self, digits, compact)
-        return first[1] if first else None
+        screen = self._screen(len(digits), compact)
+        found: list[tuple[RegionRules, str]] = []
+        index = screen.first(digits, 0) if screen else None
+        while index is not None:  # most digit runs: valid in no region, one match
+            rules = screen.regions[index]  # type: ignore[union-attr]
+            e164 = rules.national_e164(digits, compact)
+            if not written or compact:
+                return e164
+            if all(e164 != f for _, f in found):  # the US and Canada: one country code
+                found.append((rules, e164))
+            index = screen.first(digits, index + 1)  # type: ignore[union-attr]
+        if len(found) > 1:
+            return _best_written(written, found, digits)
+        return found[0][1] if found else None
+
+    def _screen(self, length: int, compact: bool) -> _Screen | None:
+        key = (length, compact)
+        try:
+            return self._screens[key]
+        except KeyError:
+            pass
+        by_region = [
+            (rules, e)
+            for rules in self._by_length.get(length, ())
+            if (e := rules.national_expression(length, compact)) is not None
+        ]
+        screen = self._screens[key] = _Screen(by_region) if by_region else None
+        return screen
 
     def national_candidates(self, digits: str) -> list[str]:
         """Every E.164 form ``digits`` can have, written nationally in a default region."""
@@ -196,17 +254,35 @@ class PhoneValidator:
         return self.national(digits, compact=digits == stripped, written=stripped)
 
 
-def _best_written(
-    written: str,
-    found: list[tuple[RegionRules, str]],
-    validator: PhoneValidator,
-    digits: str,
-    compact: bool,
-) -> str:
-    for rules in validator._by_length.get(len(digits), ())[len(found) :]:
-        e164 = rules.national(digits, compact)
-        if e164 and e164 not in (f for _, f in found):
-            found.append((rules, e164))
+class _Screen:
+    """What the default regions accept of numbers of one length written nationally
+    (``RegionRules.national_expression``), as one expression per suffix of the regions: the
+    first region a number is valid in, then the next one after it, each in one match."""
+
+    def __init__(self, by_region: list[tuple[RegionRules, str]]) -> None:
+        self.regions = tuple(rules for rules, _ in by_region)
+        self._expressions = tuple(e for _, e in by_region)
+        self._chain: list[re.Pattern[str] | None] = [None] * len(by_region)
+
+    def first(self, digits: str, start: int) -> int | None:
+        """The index of the first region from ``start`` on that accepts ``digits``."""
+        if start >= len(self._chain):
+            return None
+        pattern = self._chain[start]
+        if pattern is None:
+            # An empty group named after each region marks the alternative that matched.
+            pattern = self._chain[start] = re.compile(
+                "|".join(
+                    f"(?:{e})(?P<r{i}>)" for i, e in enumerate(self._expressions[start:], start)
+                )
+            )
+        match = pattern.fullmatch(digits)
+        return None if match is None else int(match.lastgroup[1:])  # type: ignore[index]
+
+
+def _best_written(written: str, found: list[tuple[RegionRules, str]], digits: str) -> str:
+    """Of the forms ``found`` (region, E.164) a number is valid in, the one of the region
+    that formats it the way it is ``written``."""
     shape = _SHAPE.sub("d", written.strip())
     groups = _GROUPS.findall(shape)
     best = found[0][1]

@@ -1,0 +1,94 @@
+"""The shortcuts that make masking fast give the answers of the slow paths they stand for:
+fingerprints from precomputed HMAC states, one expression per length for national phone
+numbers, the label and URL tests."""
+
+import hmac
+import random
+
+import phonenumbers
+import pytest
+
+from traces.masking import Masker
+from traces.masking.kinds import fingerprint
+from traces.masking.numbers import _LABEL, _labelled
+from traces.masking.phones import DEFAULT_REGIONS, PhoneValidator
+
+
+@pytest.mark.parametrize("key", [b"", b"k", b"bench-key", b"x" * 64, b"y" * 65, bytes(range(200))])
+def test_fingerprints_are_hmac_sha256_whatever_the_key_length(key):
+    for normalized in ("+8613812345678", "zhang.wei@example.com", "张伟", ""):
+        expected = hmac.digest(key, f"phone:{normalized}".encode(), "sha256").hex()
+
+        assert fingerprint(key, "phone", normalized) == expected
+
+
+def _national_candidates(rng: random.Random) -> list[str]:
+    """Digit strings near valid national numbers of every default region, and random ones."""
+    found = []
+    for region in DEFAULT_REGIONS:
+        prefix = phonenumbers.country_mobile_token(phonenumbers.country_code_for_region(region))
+        national_prefix = phonenumbers.PhoneMetadata.metadata_for_region(region).national_prefix
+        for kind in (phonenumbers.PhoneNumberType.MOBILE, phonenumbers.PhoneNumberType.FIXED_LINE):
+            example = phonenumbers.example_number_for_type(region, kind)
+            nsn = phonenumbers.national_significant_number(example)
+            for _ in range(150):
+                tail = "".join(rng.choice("0123456789") for _ in range(rng.randint(1, 5)))
+                digits = nsn[: max(1, len(nsn) - len(tail))] + tail
+                found += [digits, (national_prefix or "") + digits, prefix + digits, "1" + digits]
+    found += [str(rng.randint(10**5, 10**15)) for _ in range(3000)]
+    return found
+
+
+def test_the_national_screens_accept_exactly_what_each_region_accepts():
+    validator = PhoneValidator()
+    rng = random.Random(13)  # noqa: S311 - reproducible test data
+    checked = valid = 0
+    for digits in _national_candidates(rng):
+        for compact in (False, True):
+            expected = [
+                (rules.region, e164)
+                for rules in validator._by_length.get(len(digits), ())
+                if (e164 := rules.national(digits, compact)) is not None
+            ]
+            screen = validator._screen(len(digits), compact)
+            got, index = [], screen.first(digits, 0) if screen else None
+            while index is not None:
+                rules = screen.regions[index]
+                got.append((rules.region, rules.national_e164(digits, compact)))
+                index = screen.first(digits, index + 1)
+
+            assert got == expected, (digits, compact)
+            checked += 1
+            valid += bool(expected)
+    assert valid > 500, "the candidates must include many valid numbers to prove anything"
+    assert checked > 10000
+
+
+def test_a_number_valid_in_several_regions_still_takes_the_first_unless_formatted():
+    validator = PhoneValidator()
+
+    assert validator.national("0612345678") == "+49612345678"  # Germany comes before France
+    assert validator.national("0612345678", written="06 12 34 56 78") == "+33612345678"
+    assert validator.national("0612345678", compact=True, written="0612345678") == "+49612345678"
+
+
+def test_the_label_shortcuts_agree_with_the_label_expression():
+    rng = random.Random(7)  # noqa: S311 - reproducible test data
+    words = ["order", "Order #", "ref", "tracking no.", "订单号", "created_at", '"ts": "', "date"]
+    filler = ["", " ", ": ", "=", '"', "\n", "x", "A", "-", "(", "+", "，", "phone "]
+    for _ in range(20000):
+        text = "".join(rng.choice(words + filler) for _ in range(rng.randint(0, 5))) + "12345678"
+        start = len(text) - 8
+        expected = _LABEL.search(text[max(0, start - 24) : start].lower()) is not None
+
+        assert _labelled(text, start) == expected, text
+
+
+@pytest.mark.parametrize("padding", [0, 50, 63, 64, 65, 200])
+def test_digits_in_a_long_url_are_the_urls_and_digits_after_one_are_not(padding):
+    masker = Masker(b"test-key")
+    url = "https://shop.example.com/" + "a" * padding + "/orders/13812345678?ref=mail"
+    after_url = "https://shop.example.com/ " + "a" * padding + "/13812345678"
+
+    assert masker.mask_text(f"see {url} now") == f"see {url} now"
+    assert "13812345678" not in masker.mask_text(after_url)
