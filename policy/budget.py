@@ -1,17 +1,18 @@
 """The budget ledger: tokens, cost, tool calls and wall time, per run and per tenant-day.
 
-Each model call reserves from an estimate before it is sent (prompt estimate plus
-``HARNESS_COMPLETION_RESERVE_TOKENS`` for the answer) and settles with the real usage after.
-A reservation is a conditional ``UPDATE … SET reserved = reserved + n WHERE used + reserved +
-n <= limit`` on the tenant-day row, then on the run row, in one transaction: PostgreSQL
-re-checks the condition under the row lock, SQLite serialises writers, so concurrent runs
-(and processes) can never both take the last tokens. A call is only sent with a reservation
-granted, so spend exceeds a limit only by what a call uses beyond its own reservation: at most
-one reservation's worth while answers stay within the completion reserve.
+A run's row is read once by its driver, spent from in memory (the driver is the run's only
+writer, fenced by its lease) and written when a driven segment ends (``RunLedger``). Each model
+call must fit what the run has left: its prompt estimate plus
+``HARNESS_COMPLETION_RESERVE_TOKENS`` for the answer. The tenant's day is charged with a
+conditional ``UPDATE … SET reserved = reserved + n WHERE used + reserved + n <= limit``
+(``_reserve_on_day``) — once at admission for a run with its own limit (``reserve_run``; what
+it did not use goes back when it ends), or per model call for a run without one
+(``reserve_day``, settled with the step). PostgreSQL re-checks the condition under the row
+lock and SQLite serialises writers, so concurrent runs (and processes) can never both take the
+last tokens: spend exceeds a limit only by what a call uses beyond its own reservation.
 
-Rows are always locked tenant-day first, then run, so concurrent runs cannot deadlock.
+Lock order: the run row (the step's fenced UPDATE), then the tenant's day row.
 """
-
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -246,21 +247,7 @@ def reserve_day(
     UPDATE; the row is created on the day's first call)."""
     day_key = _day_key(tenant)
     for _attempt in range(2):
-        granted = (
-            BudgetLedger.objects.filter(key=day_key)
-            .filter(
-                _room("tokens", limits.daily_tokens, tokens),
-                _room("cost", limits.daily_cost_micros, cost),
-            )
-            .update(
-                tokens_reserved=F("tokens_reserved") + tokens,
-                cost_reserved_micros=F("cost_reserved_micros") + cost,
-                model_calls=F("model_calls") + 1,
-                tokens_limit=limits.daily_tokens,
-                cost_limit_micros=limits.daily_cost_micros,
-                updated_at=timezone.now(),
-            )
-        )
+        granted = _reserve_on_day(day_key, tokens, cost, limits, model_calls=1)
         if granted:
             return Reservation(run_key="", day_key=day_key, tokens=tokens, cost_micros=cost)
         if BudgetLedger.objects.filter(key=day_key).exists():
@@ -346,21 +333,7 @@ def reserve_run(tenant: str, run_id: str, run_budget: RunBudget, limits: LimitVa
         return
     tokens, cost = tokens or 0, cost or 0
     day_key = _ensure_day_row(tenant)
-    granted = (
-        BudgetLedger.objects.filter(key=day_key)
-        .filter(
-            _room("tokens", limits.daily_tokens, tokens),
-            _room("cost", limits.daily_cost_micros, cost),
-        )
-        .update(
-            tokens_reserved=F("tokens_reserved") + tokens,
-            cost_reserved_micros=F("cost_reserved_micros") + cost,
-            tokens_limit=limits.daily_tokens,
-            cost_limit_micros=limits.daily_cost_micros,
-            updated_at=timezone.now(),
-        )
-    )
-    if not granted:
+    if not _reserve_on_day(day_key, tokens, cost, limits, model_calls=0):
         row = BudgetLedger.objects.get(key=day_key)
         raise TenantBudgetExhausted(
             f"Tenant {tenant} cannot cover this run's budget today: it needs {tokens} tokens, "
@@ -377,6 +350,29 @@ def reserve_run(tenant: str, run_id: str, run_budget: RunBudget, limits: LimitVa
         )
     BudgetLedger.objects.filter(key=_run_key(run_id)).update(
         tokens_reserved=tokens, cost_reserved_micros=cost
+    )
+
+
+def _reserve_on_day(
+    day_key: str, tokens: int, cost: int, limits: LimitValues, model_calls: int
+) -> bool:
+    """``UPDATE … SET reserved = reserved + n WHERE used + reserved + n <= limit`` on the
+    tenant's day row; PostgreSQL re-checks the condition under the row lock, so two runs
+    never take the same tokens. True if granted."""
+    return bool(
+        BudgetLedger.objects.filter(key=day_key)
+        .filter(
+            _room("tokens", limits.daily_tokens, tokens),
+            _room("cost", limits.daily_cost_micros, cost),
+        )
+        .update(
+            tokens_reserved=F("tokens_reserved") + tokens,
+            cost_reserved_micros=F("cost_reserved_micros") + cost,
+            model_calls=F("model_calls") + model_calls,
+            tokens_limit=limits.daily_tokens,
+            cost_limit_micros=limits.daily_cost_micros,
+            updated_at=timezone.now(),
+        )
     )
 
 
