@@ -13,6 +13,7 @@ last tokens: spend exceeds a limit only by what a call uses beyond its own reser
 
 Lock order: the run row (the step's fenced UPDATE), then the tenant's day row.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
