@@ -120,11 +120,6 @@ class Drive:
     agent: AgentSpec | None = None
 
 
-def claim_run(run_id: str, owner: str) -> state.Lease | None:
-    """Take a queued run, or a running one whose driver's lease ran out."""
-    return state.claim(run_id, owner)
-
-
 def drive_run(run_id: str, driver: Driver, lease: state.Lease) -> Run:
     """Drive a run this driver has claimed until it ends, pauses or is handed off.
 
