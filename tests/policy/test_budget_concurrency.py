@@ -10,7 +10,7 @@ from django.db.models import Sum
 
 from harness.models import Run
 from policy.models import BudgetLedger, TenantLimits
-from tests.runs import TICKET, call, scripted_agent
+from tests.runs import call, scripted_agent
 from tests.worker import database_url
 from traces.models import Span
 
@@ -57,7 +57,8 @@ print(",".join(statuses))
 @pytest.fixture
 def looping_agent(agent_dir, monkeypatch):
     monkeypatch.setenv("HARNESS_AGENT_DIRS", str(agent_dir))
-    responses = [call("get_ticket", ticket_id=TICKET)] * 30 + [{"text": "done"}]
+    # Distinct calls, so that a run the budget lets go on is never stopped as repeating itself.
+    responses = [call("search_tickets", limit=n + 1) for n in range(30)] + [{"text": "done"}]
     return scripted_agent(agent_dir, responses, max_steps=40)
 
 
