@@ -430,7 +430,6 @@ def _event_finished(drive: Drive, call: ToolCall, message: Message, ok: bool) ->
 def _commit(drive: Drive, **fields: object) -> None:
     """Write the step so far in one fenced transaction; notes a cancellation request."""
     run = drive.run
-    drive.writes.inside(drive.guard.write_step)
     if drive.scope is not None:
         drive.writes.inside(drive.scope.policy.write_labels)
     fence = drive.writes.commit(

@@ -50,7 +50,6 @@ class RunGuard:
         self.ledger = policy.load_run_ledger(self.tenant, self.run_id)
         self.tool_counts: dict[str, int] = dict(run.tool_call_counts or {})
         self._day_reservation: policy.Reservation | None = None
-        self._settle: tuple[policy.Reservation, int, int] | None = None
         self.crossings: list[policy.Crossing] = []
         # The run (re)takes its concurrency slot: a no-op for a new run, which took it at
         # admission; needed after a pause, a hand-off or a crash, which released or lost it.
@@ -95,12 +94,13 @@ class RunGuard:
 
     def after_model_call(self, response: ModelResponse | None) -> int:
         """Count the real usage (``None``: the call failed); returns its micro-USD. A per-call
-        day reservation is settled with the step's commit (``write_step``)."""
+        day reservation is settled at once (one UPDATE): held until the step commits, it would
+        keep other runs of the tenant from tokens that are in fact left."""
         reservation, self._day_reservation = self._day_reservation, None
         tokens = response.usage.total_tokens if response else 0
-        cost = policy.usd_to_micros(response.cost_usd or 0.0) or 0 if response else 0
+        cost = (policy.usd_to_micros(response.cost_usd or 0.0) or 0) if response else 0
         if reservation is not None:
-            self._settle = (reservation, tokens, cost)
+            policy.settle_day(reservation, tokens, cost)
         if response is not None:
             before = (self.ledger.tokens_used, self.ledger.cost_used_micros)
             policy.spend(self.ledger, tokens, cost, per_call=reservation is not None)
@@ -122,12 +122,6 @@ class RunGuard:
         the driver writes them with the step)."""
         crossings, self.crossings = self.crossings, []
         return crossings
-
-    def write_step(self) -> None:
-        """Inside the step's transaction: settle a per-call day reservation."""
-        settle, self._settle = self._settle, None
-        if settle is not None:
-            policy.settle_day(*settle)
 
     def admit_tool_call(self, tool: str) -> ToolRefusal | None:
         """Count one executed call against the run's limits (total and per tool) and the
@@ -158,9 +152,8 @@ class RunGuard:
         ledger and the tenant's day; ``ended`` gives back the run's admission reservation.
         Returns the thresholds of the tenant's day budget this run is first to announce."""
         if self._day_reservation is not None:  # a call reserved and never answered
-            self._settle = (self._day_reservation, 0, 0)
+            policy.settle_day(self._day_reservation, 0, 0)
             self._day_reservation = None
-        self.write_step()
         policy.save_run_ledger(self.ledger, self.elapsed_ms(), ended=ended)
         self.started = time.monotonic()
         limits = self.limits
