@@ -7,9 +7,10 @@ call must fit what the run has left: its prompt estimate plus
 conditional ``UPDATE … SET reserved = reserved + n WHERE used + reserved + n <= limit``
 (``_reserve_on_day``) — once at admission for a run with its own limit (``reserve_run``; what
 it did not use goes back when it ends), or per model call for a run without one
-(``reserve_day``, settled as soon as it is answered). PostgreSQL re-checks the condition under the row
-lock and SQLite serialises writers, so concurrent runs (and processes) can never both take the
-last tokens: spend exceeds a limit only by what a call uses beyond its own reservation.
+(``reserve_day``, settled as soon as the call is answered). PostgreSQL re-checks the condition
+under the row lock and SQLite serialises writers, so concurrent runs (and processes) can never
+both take the last tokens: spend exceeds a limit only by what a call uses beyond its own
+reservation.
 
 Lock order: the run row (the step's fenced UPDATE), then the tenant's day row.
 """
