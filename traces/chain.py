@@ -549,43 +549,39 @@ class _RunWalk:
 def link_fault(record: AuditRecord, expected: int, prev_hash: str) -> ChainBreak | None:
     """Why ``record`` is not its run's valid record number ``expected`` after ``prev_hash``."""
     where = {"record_id": record.pk, "request_id": record.request_id}
-    if record.sequence != expected:
-        missing = (
-            f"record {expected} is missing"
-            if record.sequence == expected + 1
-            else f"records {expected} to {record.sequence - 1} are missing"
-        )
-        return ChainBreak(expected, f"{missing} (deleted)", **where)
-    if record.prev_hash != prev_hash:
-        return ChainBreak(
-            expected,
-            "it does not link to the record before it "
-            "(records were reordered, or the one before was changed)",
-            **where,
-        )
-    if hash_of(record) != record.hash:
-        return ChainBreak(expected, "its content does not match its hash (edited)", **where)
-    return None
+    return _chain_fault("record", record, hash_of(record), expected, prev_hash, where)
 
 
 def run_link_fault(link: AuditRunLink, expected: int, prev_hash: str) -> ChainBreak | None:
     """Why ``link`` is not the tenant's valid link number ``expected`` after ``prev_hash``."""
     where = {"request_id": link.request_id, "level": "tenant"}
-    if link.sequence != expected:
+    return _chain_fault("link", link, hash_of_link(link), expected, prev_hash, where)
+
+
+def _chain_fault(
+    noun: str,
+    item: AuditRecord | AuditRunLink,
+    content_hash: str,
+    expected: int,
+    prev_hash: str,
+    where: dict[str, Any],
+) -> ChainBreak | None:
+    """The one check of both levels: numbered in order, linked to the one before, unedited."""
+    if item.sequence != expected:
         missing = (
-            f"link {expected} is missing"
-            if link.sequence == expected + 1
-            else f"links {expected} to {link.sequence - 1} are missing"
+            f"{noun} {expected} is missing"
+            if item.sequence == expected + 1
+            else f"{noun}s {expected} to {item.sequence - 1} are missing"
         )
         return ChainBreak(expected, f"{missing} (deleted)", **where)
-    if link.prev_hash != prev_hash:
+    if item.prev_hash != prev_hash:
         return ChainBreak(
             expected,
-            "it does not link to the link before it "
-            "(links were reordered, or the one before was changed)",
+            f"it does not link to the {noun} before it "
+            f"({noun}s were reordered, or the one before was changed)",
             **where,
         )
-    if hash_of_link(link) != link.hash:
+    if content_hash != item.hash:
         return ChainBreak(expected, "its content does not match its hash (edited)", **where)
     return None
 

@@ -99,6 +99,7 @@ class TraceRecorder:
         """
         masked = self.masker.mask(value, sensitive)
         self._collect_fingerprints()
+        self._write_now()
         return masked
 
     def mask_message(self, message: Any) -> Any:
@@ -239,14 +240,7 @@ class TraceRecorder:
             insert_records(records)
         if spans:
             Span.objects.bulk_create([row for row, _ in spans])
-        if found:
-            Fingerprint.objects.bulk_create(
-                [
-                    Fingerprint(request_id=self.request_id, tenant=self.tenant, kind=k, digest=d)
-                    for k, d in found
-                ],
-                ignore_conflicts=True,
-            )
+        _store(self.request_id, self.tenant, found)
         return lambda: _export(spans)
 
     def _write_now(self) -> None:
@@ -258,10 +252,6 @@ class TraceRecorder:
 
     def _collect_fingerprints(self) -> None:
         self._fingerprints.update(self.masker.drain())
-        if not self.buffered and self._fingerprints and not self._spans and not self._records:
-            store = self._fingerprints
-            self._fingerprints = set()
-            _store(self.request_id, self.tenant, store)
 
 
 def _common_prefix(before: list[Any], after: list[Any]) -> int:
