@@ -328,3 +328,12 @@ def test_check_tools_exits_non_zero_on_an_error_and_zero_on_warnings(tmp_path):
     assert "1 error(s)" in failed.stderr
     assert passed.returncode == 0
     assert f"WARNING {warned}: description is under 15 characters" in passed.stdout
+
+
+def test_tool_files_are_read_once_not_at_every_run(settings):
+    """Without an MCP configuration too: reading and checking the files costs milliseconds."""
+    from tools.registry import get_tool_registry
+
+    settings.HARNESS_MCP_CONFIG = ""
+
+    assert get_tool_registry() is get_tool_registry()

@@ -57,11 +57,15 @@ class McpConfig:
     faults: tuple[ToolFileFault, ...] = ()
 
 
+# One object, not one per call: the tool registry is cached per configuration object.
+NO_MCP_CONFIG = McpConfig(path="", servers={})
+
+
 def get_mcp_config() -> McpConfig:
     """The configuration ``HARNESS_MCP_CONFIG`` names (empty when unset); never raises."""
     path = settings.HARNESS_MCP_CONFIG
     if not path:
-        return McpConfig(path="", servers={})
+        return NO_MCP_CONFIG
     resolved = Path(path).resolve()
     try:
         mtime = resolved.stat().st_mtime_ns
