@@ -203,8 +203,9 @@ def statements_per_step() -> None:
     print(line("final step with run start and finish", final_step))
     print(line("create_run (admission), per run", admission))
     print(
-        "  (round trips = statements + 2 x BEGIN/COMMIT pairs: BEGIN and COMMIT are one each; "
-        "connections: database connections opened)"
+        "  (round trips = statements + 2 x BEGIN/COMMIT pairs: BEGIN and COMMIT are one each,\n"
+        "   except statements (and a BEGIN) queued in psycopg's pipeline mode, which count\n"
+        "   as the syncs that carried them; connections: database connections opened)"
     )
 
     kinds10 = _kinds([d for _, d, _ in long])

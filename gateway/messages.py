@@ -32,6 +32,18 @@ class ToolCall:
     def from_dict(cls, data: dict[str, Any]) -> ToolCall:
         return cls(**data)
 
+    def to_dict(self) -> dict[str, Any]:
+        # Written out rather than ``dataclasses.asdict``: that deep-copies every argument, and
+        # the engine turns messages into dicts several times a step.
+        return {
+            "id": self.id,
+            "name": self.name,
+            "arguments": self.arguments,
+            "index": self.index,
+            "raw_arguments": self.raw_arguments,
+            "parse_error": self.parse_error,
+        }
+
 
 @dataclass(frozen=True)
 class Message:
@@ -48,9 +60,18 @@ class Message:
     is_error: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["tool_calls"] = [asdict(call) for call in self.tool_calls]
-        data["images"] = list(self.images)
+        """The fields that are set; values are shared, not copied (messages are immutable)."""
+        data = {
+            "role": self.role,
+            "content": self.content,
+            "tool_calls": [call.to_dict() for call in self.tool_calls],
+            "tool_call_id": self.tool_call_id,
+            "name": self.name,
+            "reasoning": self.reasoning,
+            "reasoning_signature": self.reasoning_signature,
+            "images": list(self.images),
+            "is_error": self.is_error,
+        }
         return {key: value for key, value in data.items() if value not in (None, "", [], False)}
 
     @classmethod
@@ -117,7 +138,7 @@ class ModelResponse:
     def to_dict(self) -> dict[str, Any]:
         return {
             "text": self.text,
-            "tool_calls": [asdict(call) for call in self.tool_calls],
+            "tool_calls": [call.to_dict() for call in self.tool_calls],
             "finish_reason": self.finish_reason,
             "usage": asdict(self.usage),
             "route": self.route,

@@ -37,7 +37,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
-from django.db import models, transaction
+from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
@@ -51,6 +51,7 @@ from traces.models import (
     Span,
     SpanKind,
 )
+from traces.rows import insert_rows
 
 GENESIS_HASH = "0" * 64
 # What a NUL character or a lone UTF-16 surrogate in a string is stored as: jsonb refuses both.
@@ -312,7 +313,7 @@ def insert_records(records: list[AuditRecord]) -> None:
         return
     if not all(getattr(record, "_chained", False) for record in records):
         raise AuditRecordImmutable("insert outside the chain")
-    models.QuerySet.bulk_create(AuditRecord.objects.all(), records)
+    insert_rows(records)
     for record in records:
         record._chained = False  # type: ignore[attr-defined]  # inserted once only
 

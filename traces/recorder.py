@@ -38,6 +38,7 @@ from traces import otel
 from traces.chain import RunChain, insert_records, to_json_value
 from traces.masking import Masker
 from traces.models import AuditKind, AuditRecord, Fingerprint, Span, SpanStatus
+from traces.rows import insert_rows
 
 
 @dataclass
@@ -236,10 +237,8 @@ class TraceRecorder:
         spans, self._spans = self._spans, []
         records, self._records = self._records, []
         found, self._fingerprints = self._fingerprints, set()
-        if records:
-            insert_records(records)
-        if spans:
-            Span.objects.bulk_create([row for row, _ in spans])
+        insert_records(records)
+        insert_rows([row for row, _ in spans])
         _store(self.request_id, self.tenant, found)
         return lambda: _export(spans)
 
@@ -312,11 +311,10 @@ def store_fingerprints(request_id: str, tenant: str, masker: Masker) -> None:
 
 
 def _store(request_id: str, tenant: str, found: set[tuple[str, str]]) -> None:
-    if found:
-        Fingerprint.objects.bulk_create(
-            [
-                Fingerprint(request_id=request_id, tenant=tenant, kind=kind, digest=digest)
-                for kind, digest in found
-            ],
-            ignore_conflicts=True,
-        )
+    insert_rows(
+        [
+            Fingerprint(request_id=request_id, tenant=tenant, kind=kind, digest=digest)
+            for kind, digest in sorted(found)
+        ],
+        ignore_conflicts=True,
+    )

@@ -21,6 +21,7 @@ from traces.masking import under
 from traces.models import AuditKind, SpanKind, SpanStatus
 from traces.recorder import OpenSpan, TraceRecorder, new_masker, store_fingerprints
 from traces.retention import RetentionReport, delete_expired_traces
+from traces.rows import insert_rows, sent_together
 from traces.sealing import seal, unseal
 
 __all__ = [
@@ -37,9 +38,11 @@ __all__ = [
     "delete_expired_traces",
     "fingerprint_search_keys",
     "insert_records",
+    "insert_rows",
     "mask_for_storage",
     "normalize_json",
     "seal",
+    "sent_together",
     "under",
     "unseal",
     "verify_chain",

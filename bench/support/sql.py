@@ -5,6 +5,10 @@ connection as it is created) is counted and classified by kind and table. Transa
 counted as PostgreSQL sees them: a statement in autocommit is one transaction of its own; a
 statement run when the connection is idle inside ``atomic`` opens one (the driver sends
 ``BEGIN`` first, ``COMMIT`` or ``ROLLBACK`` at the end: one BEGIN/COMMIT pair).
+
+Round trips: a statement is one, and so are BEGIN and COMMIT — except in psycopg's pipeline
+mode, where statements (and the BEGIN sent before the first of a transaction) are queued and
+travel together: there each sync with the server (a fetch, the end of the block) is one.
 """
 
 from __future__ import annotations
@@ -27,6 +31,9 @@ class Tally:
     pairs: int = 0  # BEGIN/COMMIT pairs: transactions opened inside ``atomic``
     autocommit: int = 0  # statements that were transactions of their own
     connections: int = 0  # database connections opened
+    pipelined: int = 0  # statements queued in pipeline mode (not a round trip each)
+    queued_begins: int = 0  # BEGINs that travelled with a pipelined statement
+    syncs: int = 0  # pipeline syncs: one round trip each
     kinds: Counter = field(default_factory=Counter)
 
     @property
@@ -36,14 +43,20 @@ class Tally:
     @property
     def round_trips(self) -> int:
         """Statements, plus a BEGIN and a COMMIT for each transaction opened inside ``atomic``
-        (psycopg sends each as a round trip of its own)."""
-        return self.statements + 2 * self.pairs
+        (psycopg sends each as a round trip of its own); pipelined statements and BEGINs
+        count through the syncs that carried them."""
+        return (
+            self.statements - self.pipelined + 2 * self.pairs - self.queued_begins + self.syncs
+        )
 
     def add(self, other: Tally) -> None:
         self.statements += other.statements
         self.pairs += other.pairs
         self.autocommit += other.autocommit
         self.connections += other.connections
+        self.pipelined += other.pipelined
+        self.queued_begins += other.queued_begins
+        self.syncs += other.syncs
         self.kinds.update(other.kinds)
 
 
@@ -75,6 +88,7 @@ class StatementCounter:
         if self._installed:
             return
         self._installed = True
+        self._count_pipeline_syncs()
         connection_created.connect(self._on_connection, weak=False)
         for conn in connections.all(initialized_only=True):
             self._on_connection(connection=conn)
@@ -107,6 +121,22 @@ class StatementCounter:
             self._count(tally, context["connection"], sql)
         return execute(sql, params, many, context)
 
+    def _count_pipeline_syncs(self) -> None:
+        """psycopg queues a Sync message for each round trip a pipeline makes: count those."""
+        from psycopg._pipeline_base import BasePipeline
+
+        enqueue_sync = BasePipeline._enqueue_sync
+        counter = self
+
+        def counted(pipeline: Any) -> None:
+            tally = counter._tally
+            if tally is not None:
+                with counter._lock:
+                    tally.syncs += 1
+            enqueue_sync(pipeline)
+
+        BasePipeline._enqueue_sync = counted  # type: ignore[method-assign]
+
     def _count(self, tally: Tally, conn: Any, sql: str) -> None:
         label = classify(sql)
         with self._lock:
@@ -115,10 +145,18 @@ class StatementCounter:
                 return
             tally.statements += 1
             tally.kinds[label] += 1
+            pipelined = _pipelined(conn)
+            tally.pipelined += pipelined
             if conn.get_autocommit() and not conn.in_atomic_block:
                 tally.autocommit += 1
             elif conn.vendor == "postgresql" and _idle(conn):
                 tally.pairs += 1
+                tally.queued_begins += pipelined
+
+
+def _pipelined(conn: Any) -> bool:
+    raw = conn.connection if conn.vendor == "postgresql" else None
+    return raw is not None and getattr(raw, "_pipeline", None) is not None
 
 
 def _idle(conn: Any) -> bool:

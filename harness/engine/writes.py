@@ -4,10 +4,10 @@ The driver collects what a step produced — new conversation messages, events, 
 records (the recorder's buffer), fingerprints, budget and label rows — and ``commit`` writes it
 all in one transaction that begins with the fenced UPDATE of the run row
 (``harness.engine.state``). If the lease is lost, the UPDATE matches nothing, the transaction
-rolls back and nothing of the step is written. Rows go in as one multi-row INSERT per table;
-nothing is read before it is written (the driver knows the next event number and message
-index). What must wait for the commit — Celery messages, the OpenTelemetry export — runs
-``on_commit``.
+rolls back and nothing of the step is written. Rows go in as one multi-row INSERT per table,
+all of them in one round trip (``traces.rows``); nothing is read before it is written (the
+driver knows the next event number and message index). What must wait for the commit —
+Celery messages, the OpenTelemetry export — runs ``on_commit``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from django.db import transaction
 
 from harness.engine import state
 from harness.models import RunEvent, RunMessage
-from traces.services import TraceRecorder, seal
+from traces.services import TraceRecorder, insert_rows, seal, sent_together
 
 
 class StepWrites:
@@ -39,6 +39,7 @@ class StepWrites:
         self._events: list[RunEvent] = []
         self._messages: list[RunMessage] = []
         self._inside: list[Callable[[], None]] = []
+        self._blind: list[Callable[[], None]] = []
         self._after: list[Callable[[], None]] = []
 
     def event(self, event_type: str, data: dict[str, Any]) -> None:
@@ -71,6 +72,11 @@ class StepWrites:
         """Run ``write`` inside the step's transaction, after the run row is fenced."""
         self._inside.append(write)
 
+    def inside_blind(self, write: Callable[[], None]) -> None:
+        """Like ``inside``, for a write that reads nothing back — no row, not even a count
+        (on PostgreSQL it travels with the step's rows, whose results come at the end)."""
+        self._blind.append(write)
+
     def after_commit(self, action: Callable[[], None]) -> None:
         self._after.append(action)
 
@@ -85,21 +91,35 @@ class StepWrites:
         events, self._events = self._events, []
         messages, self._messages = self._messages, []
         inside, self._inside = self._inside, []
+        blind, self._blind = self._blind, []
         after, self._after = self._after, []
+
+        def append() -> Callable[[], None]:
+            insert_rows(messages)
+            insert_rows(events)
+            for write in blind:
+                write()
+            return self.tracer.flush()
+
         try:
             with transaction.atomic():
+                # Round trips: the fenced UPDATE (with BEGIN) and the step's rows travel
+                # together, read back once; then the writes that read; then COMMIT.
                 if transition is not None:
                     fence = transition()
+                    with sent_together():
+                        exports = [append()]
                 else:
-                    fence = state.checkpoint(self.lease, fields or {}, self.tracer.tenant)
-                if messages:
-                    RunMessage.objects.bulk_create(messages)
-                if events:
-                    RunEvent.objects.bulk_create(events)
+                    with sent_together():
+                        fence = state.checkpoint(self.lease, fields or {}, self.tracer.tenant)
+                        exports = [append()]
                 for write in inside:
                     write()
-                export = self.tracer.flush()
-                transaction.on_commit(export)
+                if self.tracer.pending:  # what the writes above recorded
+                    with sent_together():
+                        exports.append(self.tracer.flush())
+                for export in exports:
+                    transaction.on_commit(export)
                 for action in after:
                     transaction.on_commit(action)
         except BaseException:

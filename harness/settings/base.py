@@ -140,6 +140,11 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "transaction_mode": "IMMEDIATE",
         "timeout": 20,
     }
+else:
+    # Parameters travel apart from the statement text (no quoting of every value in Python)
+    # and statements run often become prepared ones: the run engine's step writes are the
+    # same few statements thousands of times.
+    DATABASES["default"].setdefault("OPTIONS", {})["server_side_binding"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Redis, cache and Celery ----------------------------------------------------------------

@@ -469,7 +469,7 @@ def test_payloads_are_hashed_as_the_database_gives_them_back(acme, name):
 
     stored = append_audit_record("f" * 32, "acme", "0" * 16, "tool_io", payload)
     anchor_run("f" * 32, "acme", (stored.sequence, stored.hash))
-    read = AuditRecord.objects.get(pk=stored.pk)
+    read = AuditRecord.objects.get(request_id=stored.request_id, sequence=stored.sequence)
 
     assert read.payload == {"value": expected, "list": [expected]}
     assert canonical(read.payload) == canonical(stored.payload)

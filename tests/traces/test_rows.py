@@ -1,0 +1,87 @@
+"""Appended rows: one INSERT without reading back, and writes sent in one round trip."""
+
+from datetime import timedelta
+
+import pytest
+from django.db import IntegrityError, connection, transaction
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from traces.models import Fingerprint, Span
+from traces.rows import insert_rows, sent_together
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def span(sequence: int, **fields) -> Span:
+    now = timezone.now()
+    return Span(
+        request_id="r" * 32,
+        tenant="acme",
+        span_id=f"{sequence:016x}",
+        sequence=sequence,
+        kind="tool_call",
+        name=f"call {sequence}",
+        started_at=now,
+        ended_at=now + timedelta(milliseconds=5),
+        duration_ms=5.0,
+        **fields,
+    )
+
+
+def test_rows_are_written_whole_in_one_statement():
+    rows = [span(1, attributes={"tool": "get_ticket", "n": [1, 2.5, None]}), span(2)]
+
+    with CaptureQueriesContext(connection) as queries:
+        insert_rows(rows)
+
+    assert len(queries) == 1
+    assert "RETURNING" not in queries[0]["sql"].upper()
+    stored = list(Span.objects.order_by("sequence"))
+    assert [s.name for s in stored] == ["call 1", "call 2"]
+    assert stored[0].attributes == {"tool": "get_ticket", "n": [1, 2.5, None]}
+    assert stored[1].attributes == {}  # the model's default
+    assert stored[0].started_at == rows[0].started_at
+    assert stored[0].status == "ok"
+
+
+def test_many_rows_go_in_batches_the_database_accepts():
+    rows = [
+        Fingerprint(request_id="r" * 32, tenant="acme", kind="email", digest=f"{n:064x}")
+        for n in range(7000)  # 35,000 parameters: above PostgreSQL's and SQLite's limits
+    ]
+
+    insert_rows(rows)
+
+    assert Fingerprint.objects.count() == 7000
+
+
+def test_conflicting_rows_can_be_skipped():
+    first = Fingerprint(request_id="r" * 32, tenant="acme", kind="email", digest="d" * 64)
+    insert_rows([first])
+
+    again = Fingerprint(request_id="r" * 32, tenant="acme", kind="email", digest="d" * 64)
+    insert_rows([again], ignore_conflicts=True)
+
+    assert Fingerprint.objects.count() == 1
+    with pytest.raises(IntegrityError):
+        insert_rows([again])
+
+
+def test_writes_sent_together_fail_as_one_and_leave_nothing():
+    insert_rows([span(1)])
+
+    with pytest.raises(IntegrityError), transaction.atomic(), sent_together():
+        insert_rows([span(2)])
+        insert_rows([span(1)])  # the same span id: refused when the results come back
+
+    assert list(Span.objects.values_list("sequence", flat=True)) == [1]
+
+
+def test_writes_sent_together_are_committed_with_their_transaction():
+    with transaction.atomic(), sent_together():
+        insert_rows([span(1)])
+        insert_rows([Fingerprint(request_id="r" * 32, tenant="acme", kind="e", digest="d")])
+
+    assert Span.objects.count() == 1
+    assert Fingerprint.objects.count() == 1

@@ -1,0 +1,60 @@
+"""Appending rows without reading anything back, and sending such writes together.
+
+The run engine appends a step's messages, events, spans and audit records; nothing reads their
+ids. ``bulk_create`` would ask PostgreSQL for them (``RETURNING id``) and, for several rows,
+send every column as an array for ``UNNEST`` (quoted element by element in Python: a
+millisecond a step). ``insert_rows`` writes one plain ``INSERT … VALUES (…), (…)`` instead.
+
+``sent_together`` puts such writes in psycopg's pipeline mode on PostgreSQL: they go to the
+server in one round trip and their results (errors included) arrive at the end of the block.
+Only statements whose results nobody reads belong in it — in pipeline mode a cursor's
+``rowcount`` is -1 until the results arrive.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+from django.db import connection
+from django.db.models import Model
+
+
+def insert_rows(objs: Sequence[Model], ignore_conflicts: bool = False) -> None:
+    """One multi-row INSERT of ``objs`` (instances of one model), ids left to the database."""
+    if not objs:
+        return
+    meta = type(objs[0])._meta
+    fields = [
+        field
+        for field in meta.local_concrete_fields
+        if field is not meta.auto_field and not getattr(field, "generated", False)
+    ]
+    quote = connection.ops.quote_name
+    head = (
+        f"INSERT INTO {quote(meta.db_table)} "  # noqa: S608 (names from the model)
+        f"({', '.join(quote(field.column) for field in fields)}) VALUES "
+    )
+    row = f"({', '.join(['%s'] * len(fields))})"
+    tail = " ON CONFLICT DO NOTHING" if ignore_conflicts else ""
+    size = connection.ops.bulk_batch_size(fields, objs) or len(objs)
+    with connection.cursor() as cursor:
+        for start in range(0, len(objs), size):
+            batch = objs[start : start + size]
+            params = [
+                field.get_db_prep_save(field.pre_save(obj, True), connection)
+                for obj in batch
+                for field in fields
+            ]
+            cursor.execute(f"{head}{', '.join([row] * len(batch))}{tail}", params)
+
+
+@contextmanager
+def sent_together() -> Iterator[None]:
+    """Writes in this block travel in one round trip (PostgreSQL); elsewhere a no-op."""
+    if connection.vendor != "postgresql":
+        yield
+        return
+    connection.ensure_connection()
+    with connection.wrap_database_errors, connection.connection.pipeline():
+        yield
