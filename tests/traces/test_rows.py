@@ -71,9 +71,13 @@ def test_conflicting_rows_can_be_skipped():
 def test_writes_sent_together_fail_as_one_and_leave_nothing():
     insert_rows([span(1)])
 
-    with pytest.raises(IntegrityError), transaction.atomic(), sent_together():
-        insert_rows([span(2)])
-        insert_rows([span(1)])  # the same span id: refused when the results come back
+    def step() -> None:
+        with transaction.atomic(), sent_together():
+            insert_rows([span(2)])
+            insert_rows([span(1)])  # the same span id: refused when the results come back
+
+    with pytest.raises(IntegrityError):
+        step()
 
     assert list(Span.objects.values_list("sequence", flat=True)) == [1]
 
