@@ -45,9 +45,7 @@ class Tally:
         """Statements, plus a BEGIN and a COMMIT for each transaction opened inside ``atomic``
         (psycopg sends each as a round trip of its own); pipelined statements and BEGINs
         count through the syncs that carried them."""
-        return (
-            self.statements - self.pipelined + 2 * self.pairs - self.queued_begins + self.syncs
-        )
+        return self.statements - self.pipelined + 2 * self.pairs - self.queued_begins + self.syncs
 
     def add(self, other: Tally) -> None:
         self.statements += other.statements
