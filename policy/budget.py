@@ -307,17 +307,20 @@ def save_run_ledger(ledger: RunLedger, elapsed_ms: int, ended: bool) -> None:
         released_cost,
     )
     if any(changes) or elapsed_ms > 0:
-        day_key = _ensure_day_row(ledger.tenant)
-        BudgetLedger.objects.filter(key=day_key).update(
-            tokens_used=F("tokens_used") + ledger.segment_tokens,
-            cost_used_micros=F("cost_used_micros") + ledger.segment_cost_micros,
-            model_calls=F("model_calls") + changes[2],
-            tool_calls_used=F("tool_calls_used") + ledger.segment_tool_calls,
-            tokens_reserved=F("tokens_reserved") - released_tokens,
-            cost_reserved_micros=F("cost_reserved_micros") - released_cost,
-            wall_time_ms=F("wall_time_ms") + max(0, elapsed_ms),
-            updated_at=now,
-        )
+        day_added = {
+            "tokens_used": F("tokens_used") + ledger.segment_tokens,
+            "cost_used_micros": F("cost_used_micros") + ledger.segment_cost_micros,
+            "model_calls": F("model_calls") + changes[2],
+            "tool_calls_used": F("tool_calls_used") + ledger.segment_tool_calls,
+            "tokens_reserved": F("tokens_reserved") - released_tokens,
+            "cost_reserved_micros": F("cost_reserved_micros") - released_cost,
+            "wall_time_ms": F("wall_time_ms") + max(0, elapsed_ms),
+            "updated_at": now,
+        }
+        # The day's row exists but on a day's first segment: update first, create if missing.
+        if not BudgetLedger.objects.filter(key=_day_key(ledger.tenant)).update(**day_added):
+            day_key = _ensure_day_row(ledger.tenant)
+            BudgetLedger.objects.filter(key=day_key).update(**day_added)
     ledger.day_tokens_reserved -= released_tokens
     ledger.day_cost_reserved_micros -= released_cost
     ledger.segment_tokens = ledger.segment_cost_micros = 0

@@ -21,6 +21,8 @@ from policy.models import TenantLimits
 
 ADMISSION_HEADROOM = 0.8
 RUN_LEASE_S = 3600
+# How often a running run refreshes its concurrency slot: far inside the lease.
+SLOT_REFRESH_S = 60
 COUNTER_TTL_S = 7 * 86_400
 MINUTE_MS = 60_000
 
@@ -132,18 +134,25 @@ def release_run(tenant: str, run_id: str) -> None:
 
 
 def pace_model_call(
-    tenant: str, run_id: str, max_wait_s: float | None, limit: int | None = None
+    tenant: str,
+    run_id: str,
+    max_wait_s: float | None,
+    limit: int | None = None,
+    refresh_slot: bool = True,
 ) -> bool:
     """Take one of the tenant's model calls per minute, waiting for one if need be.
 
     Returns False when none frees up within ``max_wait_s`` (the run's remaining wall time).
-    Also refreshes the run's concurrency lease. ``limit``: the tenant's model calls per
-    minute when the caller already knows it (a driver reads the tenant's limits once).
+    Also refreshes the run's concurrency lease, unless ``refresh_slot`` is False (a driver
+    that refreshed it lately: the lease lasts ``RUN_LEASE_S``). ``limit``: the tenant's model
+    calls per minute when the caller already knows it (a driver reads the tenant's limits
+    once).
     """
     limiter = get_limiter()
     if limit is None:
         limit = tenant_limits(tenant).model_calls_per_minute
-    limiter.acquire_slot(f"concurrent:{tenant}", run_id, 1, RUN_LEASE_S, force=True)
+    if refresh_slot:
+        limiter.acquire_slot(f"concurrent:{tenant}", run_id, 1, RUN_LEASE_S, force=True)
     deadline = None if max_wait_s is None else time.monotonic() + max_wait_s
     while True:
         rate = limiter.hit_rate(f"model:{tenant}", limit, MINUTE_MS)

@@ -72,6 +72,7 @@ from policy.engine import (
     version_key_sql,
 )
 from policy.limits import (
+    SLOT_REFRESH_S,
     admit_run,
     clear_limits,
     pace_model_call,
@@ -108,6 +109,7 @@ __all__ = [
     "POLICY_ADMIN_SCOPE",
     "ROLE_PREFIX",
     "SELF_APPROVAL_SCOPE",
+    "SLOT_REFRESH_S",
     "ApprovalStatus",
     "BudgetStop",
     "Crossing",

@@ -54,6 +54,7 @@ class RunGuard:
         # The run (re)takes its concurrency slot: a no-op for a new run, which took it at
         # admission; needed after a pause, a hand-off or a crash, which released or lost it.
         policy.resume_run_slot(self.tenant, self.run_id)
+        self._slot_refreshed = time.monotonic()
 
     @property
     def _per_call(self) -> bool:
@@ -67,8 +68,16 @@ class RunGuard:
         self, agent: AgentSpec, messages: list[Message], specs: list[ToolSpec]
     ) -> Stop | None:
         """Pace and admit the next model call; a ``Stop`` ends the run instead."""
+        now = time.monotonic()
+        refresh = now - self._slot_refreshed >= policy.SLOT_REFRESH_S
+        if refresh:
+            self._slot_refreshed = now
         if not policy.pace_model_call(
-            self.tenant, self.run_id, self._remaining_s(), self.limits.model_calls_per_minute
+            self.tenant,
+            self.run_id,
+            self._remaining_s(),
+            self.limits.model_calls_per_minute,
+            refresh_slot=refresh,
         ):
             return Stop(
                 RunStatus.DEADLINE_EXCEEDED,

@@ -111,3 +111,29 @@ def test_the_concurrency_limit_holds_across_processes(demo):
 
     assert sum(admitted) == 3, admitted
     assert tenant_limits("acme").max_concurrent_runs == 3
+
+
+def test_a_running_run_refreshes_its_concurrency_slot_now_and_then_not_per_model_call(
+    acme, agent_dir, monkeypatch
+):
+    from policy import limits
+    from policy import services as policy_services
+
+    taken = []
+    limiter = limits.get_limiter()
+    acquire = limiter.acquire_slot
+
+    def counted(key, member, *args, **kwargs):
+        taken.append(member)
+        return acquire(key, member, *args, **kwargs)
+
+    monkeypatch.setattr(limiter, "acquire_slot", counted)
+    agent = scripted_agent(agent_dir, LOOKUPS)
+
+    run = start(acme, agent).json()  # admission takes the slot; the driver re-takes it once
+    monkeypatch.setattr(policy_services, "SLOT_REFRESH_S", 0)
+    again = start(acme, agent).json()  # refreshed at every model call when the interval is 0
+
+    assert run["status"] == again["status"] == "succeeded"
+    assert taken.count(run["id"]) == 2
+    assert taken.count(again["id"]) == 2 + again["steps"]
