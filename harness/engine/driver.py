@@ -401,7 +401,7 @@ def _tool_step(drive: Drive) -> list[ToolCall]:
     drive.last_failure = ""
     if decided.allowed:
         execute_decided(decided, scope)
-        drive.writes.inside(decided.store_outcomes)
+        drive.writes.inside_blind(decided.store_outcomes)  # UPDATEs whose count nobody reads
         for call, _ in decided.allowed:
             message, ok = decided.results[call.id]
             _append(drive, message)

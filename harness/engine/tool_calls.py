@@ -161,7 +161,7 @@ class Decided:
     outcomes: list[tuple[int, ToolOutcome]] = field(default_factory=list)
 
     def store_outcomes(self) -> None:
-        """Inside the step's transaction."""
+        """Inside the step's transaction; reads nothing back (``StepWrites.inside_blind``)."""
         outcomes, self.outcomes = self.outcomes, []
         for record_id, outcome in outcomes:
             store_outcome(record_id, outcome)
