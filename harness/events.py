@@ -13,6 +13,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max
 
 from harness.models import RunEvent
+from traces.services import insert_rows
 
 RETRIES_ON_RACE = 5
 
@@ -51,6 +52,12 @@ def emit(run_id: Any, event_type: str, data: dict[str, Any] | None = None) -> Ru
         except IntegrityError:
             continue
     raise RuntimeError(f"could not append an event to run {run_id}")
+
+
+def emit_first(run_id: Any, event_type: str, data: dict[str, Any]) -> None:
+    """The first event of a run, in the transaction that creates it (nobody else can have
+    written one): number 1, nothing read."""
+    insert_rows([RunEvent(run_id=run_id, sequence=1, type=event_type, data=data)])
 
 
 def list_events_after(run_id: Any, after: int, limit: int = 500) -> list[RunEvent]:

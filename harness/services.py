@@ -31,7 +31,7 @@ from harness.errors import (
     SessionNotFound,
     UnknownTenant,
 )
-from harness.events import EventType, emit
+from harness.events import EventType, emit, emit_first
 from harness.models import TERMINAL_STATUSES, ApiKey, Run, RunMode, Session, Tenant
 from policy import services as policy
 from policy.errors import ApprovalEditRefused
@@ -159,8 +159,11 @@ def create_run(tenant: Tenant, request: RunRequest) -> tuple[Run, bool]:
     deadline_s = request.deadline_s or agent.deadline_s or settings.HARNESS_DEFAULT_DEADLINE_S
     request_id = uuid.uuid4().hex
     run_id = uuid.uuid4()
-    run_budget = policy.resolve_run_budget(tenant.slug, _agent_budget(agent), request.budget)
-    policy.admit_run(tenant.slug, str(run_id))
+    limits = policy.tenant_limits(tenant.slug)
+    run_budget = policy.resolve_run_budget(
+        tenant.slug, _agent_budget(agent), request.budget, limits
+    )
+    policy.admit_run(tenant.slug, str(run_id), limits)
     try:
         with transaction.atomic():
             # Inside the transaction: a refused run leaves no new session behind.
@@ -183,8 +186,8 @@ def create_run(tenant: Tenant, request: RunRequest) -> tuple[Run, bool]:
                 request_digest=digests[0] if request.idempotency_key else "",
             )
             policy.open_run_budget(tenant.slug, str(run_id), run_budget)
-            policy.reserve_run(tenant.slug, str(run_id), run_budget)
-            emit(run.id, EventType.RUN_QUEUED, {"mode": run.mode})
+            policy.reserve_run(tenant.slug, str(run_id), run_budget, limits)
+            emit_first(run.id, EventType.RUN_QUEUED, {"mode": run.mode})
             if request.mode == RunMode.ASYNC:
                 enqueue_run(run.id)
     except IntegrityError:

@@ -417,6 +417,9 @@ def run_tool_limits(run_id: str) -> ToolLimits:
 def check_tenant_day(tenant: str, limits: LimitValues) -> None:
     """Raise ``TenantBudgetExhausted`` (retry at midnight UTC) when today's budget is spent:
     for tokens, when what is left could not pay for one model call's answer reserve."""
+    daily = (limits.daily_tokens, limits.daily_cost_micros, limits.daily_tool_calls)
+    if all(limit is None for limit in daily):
+        return
     row = BudgetLedger.objects.filter(key=_day_key(tenant)).first()
     if row is None:
         return

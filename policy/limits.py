@@ -86,13 +86,14 @@ def _positive(value: float | int | None) -> int | None:
     return int(value) if value else None
 
 
-def admit_run(tenant: str, run_id: str) -> LimitValues:
+def admit_run(tenant: str, run_id: str, limits: LimitValues | None = None) -> LimitValues:
     """Admit a new run or raise a 429 error with ``Retry-After``.
 
     Checks, in order: the tenant's daily budget, model-call headroom for runs in flight, new
     runs per second, concurrent runs (this run takes a slot; ``release_run`` frees it).
+    ``limits``: the tenant's, if the caller read them already.
     """
-    limits = tenant_limits(tenant)
+    limits = limits or tenant_limits(tenant)
     budget.check_tenant_day(tenant, limits)
     limiter = get_limiter()
     used, retry_after = limiter.rate_usage(f"model:{tenant}", MINUTE_MS)

@@ -73,6 +73,7 @@ from policy.engine import (
 )
 from policy.limits import (
     SLOT_REFRESH_S,
+    LimitValues,
     admit_run,
     clear_limits,
     pace_model_call,
@@ -198,14 +199,21 @@ def bump_policy_version(tenant: str | None = None) -> int:
 
 
 def resolve_run_budget(
-    tenant: str, agent_budget: RunBudget, requested: dict[str, Any] | None
+    tenant: str,
+    agent_budget: RunBudget,
+    requested: dict[str, Any] | None,
+    limits: LimitValues | None = None,
 ) -> RunBudget:
     """A run's limits: the agent's, lowered or raised by the request up to the tenant's
-    maximum. Raises ``BudgetAboveMaximum``."""
-    return _budget.resolve_run_budget(agent_budget, requested, _limits.tenant_limits(tenant))
+    maximum. Raises ``BudgetAboveMaximum``. ``limits``: the tenant's, if already read."""
+    return _budget.resolve_run_budget(
+        agent_budget, requested, limits or _limits.tenant_limits(tenant)
+    )
 
 
-def reserve_run(tenant: str, run_id: str, run_budget: RunBudget) -> None:
+def reserve_run(
+    tenant: str, run_id: str, run_budget: RunBudget, limits: LimitValues | None = None
+) -> None:
     """Budget-aware admission: reserve the run's own budget from the tenant's day, or raise
     ``TenantBudgetExhausted`` (429). Call in the run's creating transaction."""
-    _budget.reserve_run(tenant, run_id, run_budget, _limits.tenant_limits(tenant))
+    _budget.reserve_run(tenant, run_id, run_budget, limits or _limits.tenant_limits(tenant))

@@ -170,3 +170,26 @@ def test_an_unsafe_callback_url_is_refused(acme, settings):
     assert response.status_code == 400
     assert "non-public address" in response.json()["error"]["message"]
     assert Run.objects.count() == 0
+
+
+def test_admission_reads_the_tenants_limits_once_and_numbers_the_first_event_without_reading(
+    demo,
+):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from harness.models import RunEvent, Tenant
+    from harness.services import RunRequest, create_run
+
+    tenant = Tenant.objects.get(slug="acme")
+    with CaptureQueriesContext(connection) as queries:
+        run, created = create_run(
+            tenant, RunRequest(agent="ticket-assistant", user_id="bob", input="hi")
+        )
+
+    sql = [q["sql"] for q in queries]
+    assert created
+    assert sum("policy_tenantlimits" in s for s in sql) == 1
+    assert not any("harness_runevent" in s and s.lstrip().startswith("SELECT") for s in sql)
+    [queued] = RunEvent.objects.filter(run=run)
+    assert (queued.sequence, queued.type) == (1, "run.queued")
