@@ -218,7 +218,7 @@ def _end_segment(drive: Drive, ended: bool) -> None:
 
     drive.writes.inside(budget)
     if drive.scope is not None:
-        drive.writes.inside(drive.scope.policy.write_labels)
+        drive.writes.inside(drive.scope.policy.write_noted)
     tracer = drive.tracer
     drive.writes.inside(lambda: anchor_run(tracer.request_id, tracer.tenant, tracer.chain.head))
     drive.writes.after_commit(drive.guard.release_slot)
@@ -244,10 +244,12 @@ def _checked(moved: bool, drive: Drive) -> None:
 
 def _pause(drive: Drive, held: list[ToolCall]) -> Run:
     """Wait for approvals: persist ``awaiting_approval``, announce it, free the lease."""
-    run, tracer, writes = drive.run, drive.tracer, drive.writes
+    run, tracer, writes, scope = drive.run, drive.tracer, drive.writes, drive.scope
+    assert scope is not None
     for call in held:
         writes.event(EventType.APPROVAL_NEEDED, {"call_id": call.id, "tool": call.name})
-    detail = approvals.waiting_detail(run)
+    # From memory: the approvals just held are written with this very transaction.
+    detail = approvals.waiting_detail(scope.policy.waiting())
     drive.session_span.set(
         status=RunStatus.AWAITING_APPROVAL, steps=run.steps, waiting_for=[c.id for c in held]
     )

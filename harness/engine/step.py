@@ -208,7 +208,7 @@ def _commit(drive: Drive, **fields: object) -> None:
     """Write the step so far in one fenced transaction; notes a cancellation request."""
     run = drive.run
     if drive.scope is not None:
-        drive.writes.inside(drive.scope.policy.write_labels)
+        drive.writes.inside(drive.scope.policy.write_noted)
     fence = drive.writes.commit(
         {
             "steps": run.steps,
