@@ -3,7 +3,8 @@
 The model step builds the context (trimming or summarizing older turns), asks the model
 (streaming its text to the run's events), records the response and its usage, and stops a
 run that repeats itself; the tool step decides, runs and records the calls the model proposed.
-Plans (plan, then act) and the final answer's honesty guard are asked for here too.
+Plans (plan, then act), the final answer's honesty guard and the announcement of budget
+thresholds crossed (``announce``, which the driver also uses at a segment's end) live here too.
 Everything goes into the drive's step buffer (``harness.engine.writes``) and is written by
 ``commit`` in one fenced transaction; the run's lifecycle around the steps is
 ``harness.engine.driver``.
