@@ -23,7 +23,8 @@ from harness import webhooks
 from harness.agent_registry import AgentSpec, get_agent
 from harness.dispatch import enqueue_run
 from harness.engine import state
-from harness.engine.driver import Driver, drive_run
+from harness.engine.drive import Driver
+from harness.engine.driver import drive_run
 from harness.errors import (
     IdempotencyKeyReused,
     SessionBusy,

@@ -64,7 +64,7 @@ def hash_arguments(arguments: dict[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def hold_for_approval(
+def build_approval(
     *,
     tenant: str,
     run_id: str,
@@ -78,29 +78,34 @@ def hold_for_approval(
     display_arguments: dict[str, Any] | None = None,
     self_approval: bool = False,
 ) -> ToolApproval:
-    """Persist a pending approval for this call (once; a repeat returns the first row).
+    """A pending approval for this call, not saved yet: ``save_approvals`` stores it (the
+    engine does so in the fenced transaction of the step that held the call).
 
     The row shows ``display_arguments`` (the caller's masked copy) when given; the decision
     binds to the SHA-256 of the exact ``arguments``. ``self_approval``: the tool file lets the
     run's own end user approve it.
     """
-    approval, _ = ToolApproval.objects.get_or_create(
+    return ToolApproval(
         run_id=run_id,
         call_id=call_id,
-        defaults={
-            "tenant": tenant,
-            "tool": tool,
-            "user_id": user_id,
-            "arguments": arguments if display_arguments is None else display_arguments,
-            "arguments_sha256": hash_arguments(arguments),
-            "rule": rule,
-            "reason": reason,
-            "policy_version": policy_version,
-            "self_approval": self_approval,
-            "expires_at": timezone.now() + timedelta(seconds=settings.HARNESS_APPROVAL_TTL_S),
-        },
+        tenant=tenant,
+        tool=tool,
+        user_id=user_id,
+        arguments=arguments if display_arguments is None else display_arguments,
+        arguments_sha256=hash_arguments(arguments),
+        rule=rule,
+        reason=reason,
+        policy_version=policy_version,
+        self_approval=self_approval,
+        expires_at=timezone.now() + timedelta(seconds=settings.HARNESS_APPROVAL_TTL_S),
     )
-    return approval
+
+
+def save_approvals(approvals: list[ToolApproval]) -> None:
+    """Store pending approvals from ``build_approval`` (one multi-row INSERT). Idempotent: a
+    call already held keeps its first row."""
+    if approvals:
+        ToolApproval.objects.bulk_create(approvals, ignore_conflicts=True)
 
 
 @dataclass(frozen=True)

@@ -63,12 +63,8 @@ def edit_held_arguments(run: Run, call_id: str, patch: dict[str, Any]) -> policy
     )
 
 
-def waiting_detail(run: Run) -> str:
-    waiting = [
-        a
-        for a in policy.list_approvals(run.tenant.slug, str(run.id))
-        if a.status == policy.ApprovalStatus.PENDING
-    ]
+def waiting_detail(waiting: list[policy.ToolApproval]) -> str:
+    """The paused run's status detail, naming the pending approvals ``waiting``."""
     return (
         "Waiting for approval of "
         + ", ".join(f"{a.tool} (call {a.call_id}, rule {a.rule})" for a in waiting)

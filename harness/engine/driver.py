@@ -1,7 +1,11 @@
 """The agent loop: one run, step by step, until a final answer or a stop.
 
 It is driven inline for sync runs and by a Celery task for async ones, by whoever claimed the
-run's lease (``harness.engine.state``). A step is at most two fenced transactions:
+run's lease (``harness.engine.state``). This module owns the run's lifecycle: opening a drive,
+the checks between steps, pausing for approvals, handing off to a worker, finishing, and what
+the last transaction of a segment writes. What one step does is ``harness.engine.step``.
+
+A step is at most two fenced transactions:
 
 1. after the model answered and the policy decided its calls: the answer, the decisions, the
    calls about to run (``calls_in_flight``), spans, audit records and events;
@@ -16,108 +20,40 @@ flight are reported ``outcome_unknown`` rather than run twice.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
-import time
-from dataclasses import dataclass, field
-from decimal import Decimal
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from gateway.errors import GatewayError
-from gateway.messages import Message, ModelResponse, StreamEvent, ToolCall
-from gateway.services import complete
+from gateway.messages import Message, ToolCall
 from harness import webhooks
-from harness.agent_registry import AgentSpec, get_agent
+from harness.agent_registry import get_agent
 from harness.engine import approvals, planning, state
-from harness.engine.context import build_context, transcript_for_summary
-from harness.engine.conversation import in_call_order, load_run_messages
+from harness.engine.conversation import load_run_messages
 from harness.engine.decisions import run_start
+from harness.engine.drive import Drive, Driver, StepOutcome, StopReason
 from harness.engine.guard import RunGuard
 from harness.engine.heartbeat import get_heartbeat
-from harness.engine.honesty import find_unreported_failures, honest_answer
-from harness.engine.tool_calls import (
-    CallScope,
-    DrivePolicy,
-    decide_tool_calls,
-    declared_argument_pointers,
-    execute_decided,
+from harness.engine.step import (
+    announce,
+    append,
+    honesty_guard,
+    model_step,
+    plan,
+    tool_step,
+    unanswered_calls,
 )
+from harness.engine.tool_calls import CallScope, DrivePolicy
 from harness.engine.writes import StepWrites
 from harness.errors import HarnessError
 from harness.events import EventType, last_sequence
 from harness.models import Run, RunStatus, Session
-from policy import services as policy
 from tools.errors import ToolFilesInvalid
 from tools.services import get_tool_registry
-from traces.services import (
-    AuditKind,
-    OpenSpan,
-    SpanKind,
-    SpanStatus,
-    TraceRecorder,
-    anchor_run,
-    seal,
-    under,
-    unseal,
-)
+from traces.services import SpanKind, SpanStatus, TraceRecorder, anchor_run, seal, unseal
 
-REPEATED_CALL_LIMIT = 3
 logger = logging.getLogger(__name__)
-
-
-class StopReason:
-    FINAL_ANSWER = "final_answer"
-    MAX_STEPS = "max_steps"
-    REPEATED_CALL = "repeated_call"
-    DEADLINE = "deadline"
-    CANCELLED = "cancelled"
-    MODEL_ERROR = "model_error"
-    CONFIGURATION = "configuration"
-
-
-@dataclass
-class StepOutcome:
-    """What a step ended with: ``status`` None means "go on"."""
-
-    status: RunStatus | None = None
-    answer: str = ""
-    detail: str = ""
-    reason: str = ""
-
-
-@dataclass
-class Driver:
-    """Who drives a run now, and whether they were asked to hand it to a worker."""
-
-    owner: str
-    handoff: threading.Event = field(default_factory=threading.Event)
-
-
-@dataclass
-class Drive:
-    """Everything one drive of a run keeps in memory between its steps."""
-
-    run: Run
-    lease: state.Lease
-    driver: Driver
-    lost: threading.Event
-    tracer: TraceRecorder
-    writes: StepWrites
-    guard: RunGuard
-    session_span: OpenSpan
-    messages: list[Message]
-    history_length: int
-    clear_input: str
-    cancel_requested: bool = False
-    policy: DrivePolicy | None = None
-    # Why the last step's tool call failed (plan, then act: triggers one revision).
-    last_failure: str = ""
-    scope: CallScope | None = None
-    agent: AgentSpec | None = None
 
 
 def drive_run(run_id: str, driver: Driver, lease: state.Lease) -> Run:
@@ -190,7 +126,7 @@ def _open(run_id: str, driver: Driver, lease: state.Lease, lost: threading.Event
         cancel_requested=run.cancel_requested_at is not None,
     )
     if not own:
-        _append(drive, Message(role="user", content=clear_input))
+        append(drive, Message(role="user", content=clear_input))
     writes.event(EventType.RUN_STARTED, {"resumed": resumed})
     drive.policy = DrivePolicy.load(run.tenant.slug, run.user_id, str(run.id))
     tracer.chain.head  # noqa: B018 (the run's audit head, read now with the rest)
@@ -223,30 +159,24 @@ def _drive(drive: Drive) -> Run:
                 return _hand_off(drive)
             break
         if planning.wants_plan(drive.agent, run.plans):
-            _plan(drive)
-        if not _unanswered_calls(drive.messages):
-            outcome = _model_step(drive)
+            plan(drive)
+        if not unanswered_calls(drive.messages):
+            outcome = model_step(drive)
             if outcome.status is not None:
                 break
-        held = _tool_step(drive)
+        held = tool_step(drive)
         if held:
             return _pause(drive, held)
         if drive.last_failure and planning.may_replan(drive.agent, run.plans):
-            _plan(drive, drive.last_failure)
+            plan(drive, drive.last_failure)
     if outcome.status == RunStatus.SUCCEEDED:
-        outcome = _honesty_guard(drive, outcome)
+        outcome = honesty_guard(drive, outcome)
     return _finish(drive, outcome)
 
 
 def _session_history(run: Run) -> list[Message]:
     sealed = unseal(run.session.sealed_messages, []) if run.session else []
     return [Message.from_dict(m) for m in sealed]
-
-
-def _append(drive: Drive, message: Message) -> None:
-    """A new message of the conversation: in memory now, stored with the step."""
-    drive.messages.append(message)
-    drive.writes.message(message.to_dict())
 
 
 def _between_steps(drive: Drive) -> StepOutcome | None:
@@ -268,400 +198,12 @@ def _between_steps(drive: Drive) -> StepOutcome | None:
     return None
 
 
-def _unanswered_calls(messages: list[Message]) -> list[ToolCall]:
-    """Tool calls of the last assistant message that have no result yet (a resumed step)."""
-    for index in range(len(messages) - 1, -1, -1):
-        message = messages[index]
-        if message.role == "assistant":
-            answered = {m.tool_call_id for m in messages[index + 1 :] if m.role == "tool"}
-            return [c for c in message.tool_calls if c.id not in answered]
-        if message.role == "user":
-            return []
-    return []
-
-
-def _model_step(drive: Drive) -> StepOutcome:
-    run, agent, scope = drive.run, drive.agent, drive.scope
-    assert agent is not None
-    assert scope is not None
-    if run.steps >= run.max_steps:
-        return StepOutcome(
-            RunStatus.STEP_LIMIT,
-            detail=f"The run stopped after {run.max_steps} steps without a final answer.",
-            reason=StopReason.MAX_STEPS,
-        )
-    specs = [tool.spec() for tool in scope.policy.visible_tools(agent, scope.registry)]
-    context, stats = _context_for(drive, specs)
-    # Budget and pacing, before the call.
-    stop = drive.guard.before_model_call(agent, context, specs)
-    if stop is not None:
-        reason = "budget" if stop.status == RunStatus.BUDGET_EXCEEDED else StopReason.DEADLINE
-        return StepOutcome(stop.status, detail=stop.detail, reason=reason)
-    run.steps += 1
-    tracer, writes = drive.tracer, drive.writes
-    span = tracer.start(SpanKind.MODEL_CALL, f"step {run.steps}", scope.parent, step=run.steps)
-    span.set(
-        context_tokens=stats.context_tokens,
-        context_full_tokens=stats.full_tokens,
-        context_saved_tokens=stats.saved_tokens,
-        context_method=stats.method,
-    )
-    writes.event(EventType.STEP_STARTED, {"step": run.steps})
-    if stats.method != "none":
-        writes.event(
-            EventType.CONTEXT_TRIMMED, {"method": stats.method, "saved_tokens": stats.saved_tokens}
-        )
-    tracer.audit_model_request(
-        span,
-        agent.model or settings.HARNESS_MODEL,
-        [tracer.mask_message(m) for m in context],
-        [{"name": s.name, "description": s.description, "parameters": s.parameters} for s in specs],
-        masked=True,
-    )
-    try:
-        turn = _turn(drive)
-        deltas = DeltaEvents(drive)
-        response = complete(
-            agent.model or None,
-            context,
-            specs,
-            fallbacks=agent.fallback_models,
-            on_event=deltas.receive,
-            turn=turn,
-        )
-        deltas.flush()
-    except GatewayError as exc:
-        drive.guard.after_model_call(None)
-        span.fail(error_code=str(exc.code), error=exc.message, attempts=exc.attempts)
-        tracer.end(span)
-        return StepOutcome(
-            RunStatus.FAILED,
-            detail=f"The model could not be reached: {exc.message}",
-            reason=StopReason.MODEL_ERROR,
-        )
-    except BaseException as exc:
-        span.fail(error=f"{type(exc).__name__}: {exc}")
-        tracer.end(span)
-        raise
-    _record_response(run, span, response)
-    span.set(charged_usd=drive.guard.after_model_call(response) / 1_000_000)
-    _announce(drive, drive.guard.take_crossings(), run.callback_url)
-    tracer.audit(
-        span,
-        AuditKind.MODEL_RESPONSE,
-        response.to_dict(),
-        sensitive=declared_argument_pointers(response.tool_calls, scope.registry),
-    )
-    tracer.end(span)
-    for call in response.tool_calls:
-        tool = scope.registry.get(call.name)
-        declared = under("/arguments", tool.sensitive.get("arguments")) if tool else {}
-        proposed = {"call_id": call.id, "tool": call.name, "arguments": call.arguments}
-        writes.event(EventType.TOOL_CALL_PROPOSED, tracer.mask(proposed, declared))
-    _append(drive, response.to_message())
-    if not response.tool_calls:
-        return StepOutcome(
-            RunStatus.SUCCEEDED, answer=response.text, reason=StopReason.FINAL_ANSWER
-        )
-    if _repeats(drive.messages):
-        call = response.tool_calls[0]
-        for pending in response.tool_calls:
-            _append(
-                drive, _not_executed(pending, "the same call was proposed three times in a row")
-            )
-        return StepOutcome(
-            RunStatus.FAILED,
-            detail=(
-                f"The run stopped: the model proposed {call.name} with the same arguments "
-                f"{REPEATED_CALL_LIMIT} times in a row."
-            ),
-            reason=StopReason.REPEATED_CALL,
-        )
-    return StepOutcome()
-
-
-def _tool_step(drive: Drive) -> list[ToolCall]:
-    """Decide the unanswered calls, commit the decisions with the calls about to run, run
-    the allowed ones together (in parallel where safe), then commit their results in the
-    model's order, whatever order they finish in. Returns the calls held for approval."""
-    scope = drive.scope
-    assert scope is not None
-    calls = sorted(_unanswered_calls(drive.messages), key=lambda c: c.index)
-    decided = decide_tool_calls(calls, scope)
-    for call in calls:  # refusals, in the model's order
-        if call.id in decided.results:
-            message, ok = decided.results[call.id]
-            _append(drive, message)
-            _event_finished(drive, call, message, ok)
-    if any(not planned.tool.idempotent for _, planned in decided.allowed):
-        # The model's answer is stored before a call that must not run twice: a driver that
-        # takes over continues from it (the tool's execution record then says whether the
-        # call started) instead of asking the model again and getting other calls.
-        _commit(drive)
-    drive.last_failure = ""
-    if decided.allowed:
-        execute_decided(decided, scope)
-        drive.writes.inside_blind(decided.store_outcomes)  # UPDATEs whose count nobody reads
-        for call, _ in decided.allowed:
-            message, ok = decided.results[call.id]
-            _append(drive, message)
-            _event_finished(drive, call, message, ok)
-            if not ok:
-                error = json.loads(message.content).get("error") or {}
-                drive.last_failure = f"{call.name}: {error.get('message', 'failed')}"
-    # Only the results after the last assistant message can be out of the model's order.
-    last = max(i for i, m in enumerate(drive.messages) if m.role == "assistant")
-    drive.messages[last:] = in_call_order(drive.messages[last:])
-    if not decided.held:  # a pause writes the step with the run's new status
-        _commit(drive)
-    return decided.held
-
-
-def _event_finished(drive: Drive, call: ToolCall, message: Message, ok: bool) -> None:
-    finished = {
-        "call_id": call.id,
-        "tool": call.name,
-        "ok": ok,
-        "error": None if ok else json.loads(message.content).get("error"),
-    }
-    drive.writes.event(EventType.TOOL_CALL_FINISHED, drive.tracer.mask(finished))
-
-
-def _commit(drive: Drive, **fields: object) -> None:
-    """Write the step so far in one fenced transaction; notes a cancellation request."""
-    run = drive.run
-    if drive.scope is not None:
-        drive.writes.inside(drive.scope.policy.write_labels)
-    fence = drive.writes.commit(
-        {
-            "steps": run.steps,
-            "model_route": run.model_route,
-            "prompt_tokens": run.prompt_tokens,
-            "completion_tokens": run.completion_tokens,
-            "cost_usd": run.cost_usd,
-            "plans": run.plans,
-            **drive.guard.counters(),
-            **fields,
-        }
-    )
-    if fence is None:
-        return
-    if fence.cancel_requested:
-        drive.cancel_requested = True
-    if drive.scope is not None:
-        drive.scope.policy.moved_to(fence.policy_version)
-
-
-def _turn(drive: Drive) -> int:
-    """Which model call of the conversation this is (plans count: each took a call)."""
-    return sum(1 for m in drive.messages if m.role == "assistant") + len(drive.run.plans)
-
-
-def _plan(drive: Drive, failure: str = "") -> None:
-    """Plan, then act: ask for a plan (or, after ``failure``, a revised one), record it —
-    span, audit, event, ``Run.plans`` — and commit it. A plan that cannot be had (budget,
-    the model unreachable) is skipped: the loop goes on, and stops there if it must."""
-    run, agent, scope, tracer = drive.run, drive.agent, drive.scope, drive.tracer
-    assert agent is not None
-    assert scope is not None
-    tools = [tool.name for tool in scope.policy.visible_tools(agent, scope.registry)]
-    own = drive.messages[run_start(drive.messages, drive.history_length) :]
-    messages = planning.planning_messages(agent, own, tools, failure)
-    if drive.guard.before_model_call(agent, messages, []) is not None:
-        return
-    span = tracer.start(
-        SpanKind.MODEL_CALL, "plan", scope.parent, plan=True, revision=bool(failure)
-    )
-    route = agent.model or settings.HARNESS_MODEL
-    tracer.audit_model_request(span, route, [m.to_dict() for m in messages], [])
-    try:
-        response, steps = planning.request_plan(agent, messages, _turn(drive))
-    except GatewayError as exc:
-        drive.guard.after_model_call(None)
-        span.fail(error_code=str(exc.code), error=exc.message)
-        tracer.end(span)
-        return
-    _record_response(run, span, response)
-    span.set(charged_usd=drive.guard.after_model_call(response) / 1_000_000, plan_steps=steps)
-    tracer.audit(span, AuditKind.MODEL_RESPONSE, response.to_dict())
-    tracer.end(span)
-    _announce(drive, drive.guard.take_crossings(), run.callback_url)
-    run.plans = [*run.plans, {"steps": steps, "reason": failure or "first plan"}]
-    event = EventType.PLAN_REVISED if failure else EventType.PLAN_CREATED
-    drive.writes.event(event, tracer.mask({"steps": steps, "reason": failure or "first plan"}))
-    _commit(drive)
-
-
-def _context_for(drive: Drive, specs: list) -> tuple[list[Message], object]:
-    run, agent = drive.run, drive.agent
-    assert agent is not None
-    session = run.session
-    cached = (session.summary, session.summary_covers) if session else ("", 0)
-
-    def summarize(older: list[Message]) -> str | None:
-        return _summarize(agent, older)
-
-    context, stats = build_context(
-        agent.system_prompt + planning.plan_instructions(run.plans),
-        drive.messages,
-        specs,
-        agent.context_tokens or settings.HARNESS_CONTEXT_TOKENS,
-        summarize,
-        cached,
-    )
-    if session and stats.method == "summary" and stats.summary != session.summary:
-        covers = len(drive.messages) - (len(context) - 1)
-        summary = stats.summary
-        session_id = session.id
-        drive.writes.inside(
-            lambda: Session.objects.filter(id=session_id).update(
-                summary=summary, summary_covers=covers
-            )
-        )
-        session.summary, session.summary_covers = summary, covers
-    return context, stats
-
-
-def _summarize(agent: AgentSpec, older: list[Message]) -> str | None:
-    """Ask the agent's summary route for a summary; None when it gives no usable text."""
-    prompt = [
-        Message(
-            role="system",
-            content=(
-                "Summarise this conversation between a user and an assistant that uses tools. "
-                "Keep every fact the assistant may need later: ids, decisions, results, errors."
-            ),
-        ),
-        Message(role="user", content=transcript_for_summary(older)),
-    ]
-    try:
-        response = complete(agent.summary_model or agent.model or None, prompt, [])
-    except GatewayError:
-        return None
-    if response.tool_calls or not response.text.strip():
-        return None
-    return response.text
-
-
-def _repeats(messages: list[Message]) -> bool:
-    """The last REPEATED_CALL_LIMIT assistant turns proposed the very same calls."""
-    signatures = []
-    for message in reversed(messages):
-        if message.role == "assistant":
-            if not message.tool_calls:
-                break
-            signatures.append(
-                tuple((c.name, json.dumps(c.arguments, sort_keys=True)) for c in message.tool_calls)
-            )
-            if len(signatures) == REPEATED_CALL_LIMIT:
-                break
-    return len(signatures) == REPEATED_CALL_LIMIT and len(set(signatures)) == 1
-
-
-def _not_executed(call: ToolCall, why: str) -> Message:
-    body = {
-        "ok": False,
-        "error": {"code": "not_executed", "message": f"Not executed: {why}.", "details": {}},
-    }
-    return Message(
-        role="tool", content=json.dumps(body), tool_call_id=call.id, name=call.name, is_error=True
-    )
-
-
-class DeltaEvents:
-    """Streams text and reasoning deltas to the run's events, coalesced (one row per ~100 ms
-    rather than one per token) and masked; what is left at the end goes with the step."""
-
-    FLUSH_INTERVAL_S = 0.1
-
-    def __init__(self, drive: Drive) -> None:
-        self.drive = drive
-        self.pending: dict[str, list[str]] = {"text": [], "reasoning": []}
-        self.last_flush = time.monotonic()
-
-    def receive(self, event: StreamEvent) -> None:
-        if event.kind not in self.pending or not event.text:
-            return  # complete tool calls are announced once the response is checkpointed
-        self.pending[event.kind].append(event.text)
-        if time.monotonic() - self.last_flush >= self.FLUSH_INTERVAL_S:
-            self.flush()
-            # A slow stream: send what came so far now (fenced, like every write).
-            self.drive.writes.commit({})
-
-    def flush(self) -> None:
-        for kind, parts in self.pending.items():
-            if parts:
-                event_type = EventType.TEXT_DELTA if kind == "text" else EventType.REASONING_DELTA
-                text = self.drive.tracer.mask("".join(parts))
-                self.drive.writes.event(event_type, {"text": text})
-                parts.clear()
-        self.last_flush = time.monotonic()
-
-
-def _record_response(run: Run, span: OpenSpan, response: ModelResponse) -> None:
-    usage = response.usage
-    run.model_route = response.route
-    run.prompt_tokens += usage.prompt_tokens
-    run.completion_tokens += usage.completion_tokens
-    run.cost_usd += Decimal(str(response.cost_usd or 0))
-    span.set(
-        route=response.route,
-        model=response.model,
-        finish_reason=response.finish_reason,
-        prompt_tokens=usage.prompt_tokens,
-        completion_tokens=usage.completion_tokens,
-        tool_calls=[c.name for c in response.tool_calls],
-        attempts=response.attempts,
-        cost_usd=response.cost_usd,
-    )
-
-
-def _honesty_guard(drive: Drive, outcome: StepOutcome) -> StepOutcome:
-    own = drive.messages[run_start(drive.messages, drive.history_length) :]
-    failures = find_unreported_failures(outcome.answer, own)
-    if not failures:
-        return outcome
-    replaced = honest_answer(outcome.answer, failures)
-    with drive.tracer.span(
-        SpanKind.POLICY_CHECK, "honesty guard", drive.session_span, check="honesty"
-    ) as span:
-        span.fail(
-            SpanStatus.REFUSED,
-            original_answer=outcome.answer,
-            replaced_answer=replaced,
-            failures=[f.__dict__ for f in failures],
-        )
-    outcome.answer = replaced
-    return outcome
-
-
 def _stopped_answer(detail: str, messages: list[Message]) -> str:
     """Why the run stopped, and what it achieved before (the tool calls that succeeded)."""
     done = [m.name for m in messages if m.role == "tool" and not m.is_error and m.name]
     if not done:
         return f"{detail} No action was completed."
     return f"{detail} Completed before stopping: {', '.join(done)}."
-
-
-def _announce(drive: Drive, crossings: list, url: str, now: bool = False) -> None:
-    """Budget thresholds crossed: a ``budget.threshold`` event on the run's stream and a
-    signed webhook (to the run's callback for its own budget, to the tenant's alert URL for
-    the day's), each written with the step; ``now``: from inside its transaction."""
-    run, tracer, writes = drive.run, drive.tracer, drive.writes
-    for crossing in crossings:
-        data = crossing.event()
-        if now:
-            writes.event_now(EventType.BUDGET_THRESHOLD, data)
-            webhooks.queue_run_event(run, "budget.threshold", extra=data, mask=tracer.mask, url=url)
-            continue
-        writes.event(EventType.BUDGET_THRESHOLD, data)
-        writes.inside(
-            lambda data=data: webhooks.queue_run_event(
-                run, "budget.threshold", extra=data, mask=tracer.mask, url=url
-            )
-        )
-    if crossings and not now:  # the day's were recorded when they were claimed
-        writes.inside(lambda: policy.record_run_crossings(crossings))
 
 
 def _end_segment(drive: Drive, ended: bool) -> None:
@@ -672,11 +214,11 @@ def _end_segment(drive: Drive, ended: bool) -> None:
 
     def budget() -> None:
         day = guard.end_segment(ended)
-        _announce(drive, day, guard.limits.alert_url, now=True)
+        announce(drive, day, guard.limits.alert_url, now=True)
 
     drive.writes.inside(budget)
     if drive.scope is not None:
-        drive.writes.inside(drive.scope.policy.write_labels)
+        drive.writes.inside(drive.scope.policy.write_noted)
     tracer = drive.tracer
     drive.writes.inside(lambda: anchor_run(tracer.request_id, tracer.tenant, tracer.chain.head))
     drive.writes.after_commit(drive.guard.release_slot)
@@ -702,10 +244,12 @@ def _checked(moved: bool, drive: Drive) -> None:
 
 def _pause(drive: Drive, held: list[ToolCall]) -> Run:
     """Wait for approvals: persist ``awaiting_approval``, announce it, free the lease."""
-    run, tracer, writes = drive.run, drive.tracer, drive.writes
+    run, tracer, writes, scope = drive.run, drive.tracer, drive.writes, drive.scope
+    assert scope is not None
     for call in held:
         writes.event(EventType.APPROVAL_NEEDED, {"call_id": call.id, "tool": call.name})
-    detail = approvals.waiting_detail(run)
+    # From memory: the approvals just held are written with this very transaction.
+    detail = approvals.waiting_detail(scope.policy.waiting())
     drive.session_span.set(
         status=RunStatus.AWAITING_APPROVAL, steps=run.steps, waiting_for=[c.id for c in held]
     )

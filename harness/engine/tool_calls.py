@@ -6,7 +6,8 @@ limits; the allowed ones run together (in parallel where safe). Every refusal be
 structured error for the model and a span; nothing raises. A call held for a human's approval
 has no result yet: its message is ``None`` and the driver pauses the run.
 
-Spans and audit records go to the run's buffered recorder and are written with the step.
+Spans and audit records go to the run's buffered recorder, and held approvals and new labels
+to ``DrivePolicy``: all are written with the step, in its fenced transaction.
 """
 
 from __future__ import annotations
@@ -57,8 +58,8 @@ from traces.services import (
 class DrivePolicy:
     """The tenant's policy as one drive of a run uses it: ACL decisions, visible tools and
     rules read once and again only when the policy version moves (checked once per step);
-    the run's approvals and labels read once, labels noted in memory and written with the
-    step."""
+    the run's approvals and labels read once, new labels and held approvals noted in memory
+    and written with the step."""
 
     tenant: str
     user_id: str
@@ -68,6 +69,7 @@ class DrivePolicy:
     approvals: dict[str, policy.ToolApproval] = field(default_factory=dict)
     held: dict[str, Any] = field(default_factory=dict)
     new_labels: list[policy.HeldLabelValue] = field(default_factory=list)
+    new_approvals: list[policy.ToolApproval] = field(default_factory=list)
     # Calls approved with edits: who edited, and the arguments the call runs with.
     edits: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
 
@@ -118,10 +120,23 @@ class DrivePolicy:
                 self.held[label] = held
                 self.new_labels.append(held)
 
-    def write_labels(self) -> None:
-        """Inside the step's transaction."""
+    def hold(self, approval: policy.ToolApproval) -> None:
+        """A call held for approval: the approval counts from now on in this drive, and is
+        written with the step (fenced: a driver that lost the run leaves none)."""
+        self.approvals[approval.call_id] = approval
+        self.new_approvals.append(approval)
+
+    def waiting(self) -> list[policy.ToolApproval]:
+        """The run's approvals still pending, as this drive knows them (held ones included,
+        written or not)."""
+        return [a for a in self.approvals.values() if a.status == policy.ApprovalStatus.PENDING]
+
+    def write_noted(self) -> None:
+        """Inside the step's transaction: the labels and held approvals noted since."""
         labels, self.new_labels = self.new_labels, []
+        approvals, self.new_approvals = self.new_approvals, []
         policy.record_labels(self.run_id, labels)
+        policy.save_approvals(approvals)
 
 
 @dataclass(frozen=True)
@@ -413,7 +428,7 @@ def _take_edits(
 def _hold(
     call: ToolCall, tool: ToolDefinition, scope: CallScope, verdict: policy.RuleVerdict
 ) -> tuple[Message | None, bool]:
-    approval = policy.hold_for_approval(
+    approval = policy.build_approval(
         tenant=scope.tenant,
         run_id=scope.run_id,
         call_id=call.id,
@@ -429,10 +444,11 @@ def _hold(
         policy_version=verdict.version,
         self_approval=tool.self_approval,  # four eyes unless the tool file says otherwise
     )
-    scope.policy.approvals[call.id] = approval
+    scope.policy.hold(approval)
+    # The approval is named by the run and the call id (it has no row id until the step
+    # commits it).
     held = _verdict_check(call, "approval", verdict, held=True)
     extra = {
-        "approval_id": approval.pk,
         "arguments_sha256": approval.arguments_sha256,
         "expires_at": approval.expires_at.isoformat(),
     }

@@ -8,10 +8,14 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from harness.engine import state
+from harness.engine import state, step
+from harness.engine.drive import Driver
+from harness.engine.driver import drive_run
 from harness.engine.writes import StepWrites
 from harness.models import Run, RunEvent, RunMessage, RunStatus, Tenant
 from harness.services import RunRequest, create_run
+from policy.models import ToolApproval
+from tests.runs import TICKET, call, scripted_agent
 from traces.models import AuditRecord, Span
 from traces.services import SpanKind, TraceRecorder
 
@@ -205,3 +209,27 @@ def test_the_current_driver_writes_its_step_in_one_go(queued, stale_and_current)
     assert RunEvent.objects.filter(run_id=queued.id, sequence=100).exists()
     assert RunMessage.objects.get(run_id=queued.id).data == {"role": "assistant", "content": "hi"}
     assert Run.objects.get(id=queued.id).steps == 1
+
+
+def test_a_stale_driver_that_reaches_a_hold_writes_no_approval(demo, agent_dir, monkeypatch):
+    escalation = {"ticket_id": TICKET, "action": "escalate", "escalate_reason": "charged twice"}
+    agent = scripted_agent(agent_dir, [call("update_ticket", **escalation), {"text": "ok"}])
+    tenant = Tenant.objects.get(slug="acme")
+    run, _ = create_run(tenant, RunRequest(agent=agent, user_id="alice", input="go", mode="async"))
+    stale = state.claim(str(run.id), "stale")
+    ask_the_model = step.complete
+
+    def taken_over_while_the_model_answers(*args, **kwargs):
+        expire(run)
+        state.claim(str(run.id), "current")
+        return ask_the_model(*args, **kwargs)
+
+    monkeypatch.setattr(step, "complete", taken_over_while_the_model_answers)
+    approvals_before = ToolApproval.objects.filter(run_id=str(run.id)).count()
+
+    drive_run(str(run.id), Driver(owner="stale"), stale)
+
+    assert approvals_before == 0
+    assert ToolApproval.objects.filter(run_id=str(run.id)).count() == 0
+    row = Run.objects.get(id=run.id)
+    assert (row.status, row.lease_owner, row.steps) == ("running", "current", 0)
