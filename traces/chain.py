@@ -261,10 +261,11 @@ class RunChain:
     the next use reloads the head from the database.
     """
 
-    def __init__(self, request_id: str, tenant: str) -> None:
+    def __init__(self, request_id: str, tenant: str, new: bool = False) -> None:
+        """``new``: a run with no record yet (its first drive): the head is not read."""
         self.request_id = request_id
         self.tenant = tenant
-        self._head: tuple[int, str] | None = None
+        self._head: tuple[int, str] | None = (0, GENESIS_HASH) if new else None
 
     @property
     def head(self) -> tuple[int, str]:

@@ -75,14 +75,20 @@ class _RequestContext:
 class TraceRecorder:
     """Writes the spans and audit records of the trace ``request_id``."""
 
-    def __init__(self, request_id: str, tenant: str, *, buffered: bool = False) -> None:
+    def __init__(
+        self, request_id: str, tenant: str, *, buffered: bool = False, new: bool = False
+    ) -> None:
+        """``new``: a trace nothing was written to yet (a run's first drive): not read."""
         self.request_id = request_id
         self.tenant = tenant
         self.buffered = buffered
-        last = Span.objects.filter(request_id=request_id).aggregate(last=Max("sequence"))["last"]
+        last = None
+        if not new:
+            last = Span.objects.filter(request_id=request_id).aggregate(last=Max("sequence"))
+            last = last["last"]
         self._next_sequence = (last or 0) + 1
         self.masker = new_masker(tenant)
-        self.chain = RunChain(request_id, tenant)
+        self.chain = RunChain(request_id, tenant, new=new)
         self._spans: list[tuple[Span, OpenSpan]] = []
         self._records: list[AuditRecord] = []
         self._fingerprints: set[tuple[str, str]] = set()

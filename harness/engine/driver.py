@@ -96,9 +96,9 @@ def drive_run(run_id: str, driver: Driver, lease: state.Lease) -> Run:
 
 def _open(run_id: str, driver: Driver, lease: state.Lease, lost: threading.Event) -> Drive:
     run = Run.objects.select_related("tenant", "session").get(id=run_id)
-    tracer = TraceRecorder(run.request_id, run.tenant.slug, buffered=True)
+    tracer = TraceRecorder(run.request_id, run.tenant.slug, buffered=True, new=lease.first)
     history = _session_history(run)
-    own = load_run_messages(run)
+    own = [] if lease.first else load_run_messages(run)
     writes = StepWrites(lease, tracer, last_sequence(run.id) + 1, len(own))
     clear_input = unseal(run.sealed, {}).get("input", run.input)
     resumed = bool(own)
@@ -128,7 +128,7 @@ def _open(run_id: str, driver: Driver, lease: state.Lease, lost: threading.Event
     if not own:
         append(drive, Message(role="user", content=clear_input))
     writes.event(EventType.RUN_STARTED, {"resumed": resumed})
-    drive.policy = DrivePolicy.load(run.tenant.slug, run.user_id, str(run.id))
+    drive.policy = DrivePolicy.load(run.tenant.slug, run.user_id, str(run.id), new=lease.first)
     tracer.chain.head  # noqa: B018 (the run's audit head, read now with the rest)
     return drive
 

@@ -40,6 +40,12 @@ class Lease:
     owner: str
     token: int
 
+    @property
+    def first(self) -> bool:
+        """The run's first claim: no driver wrote anything of it before (its messages,
+        spans, audit records, approvals and labels are all a driver's), so none is read."""
+        return self.token == 1
+
 
 class LeaseLost(Exception):
     """This driver no longer holds the run: another claimed it, or it was finished."""

@@ -74,10 +74,12 @@ class DrivePolicy:
     edits: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
 
     @classmethod
-    def load(cls, tenant: str, user_id: str, run_id: str) -> DrivePolicy:
+    def load(cls, tenant: str, user_id: str, run_id: str, new: bool = False) -> DrivePolicy:
+        """``new``: the run's first drive, which has no approvals or labels to read."""
         loaded = cls(tenant, user_id, run_id)
-        loaded.approvals = {a.call_id: a for a in policy.list_approvals(tenant, run_id)}
-        loaded.held = {label.label: label for label in policy.list_labels(run_id)}
+        if not new:
+            loaded.approvals = {a.call_id: a for a in policy.list_approvals(tenant, run_id)}
+            loaded.held = {label.label: label for label in policy.list_labels(run_id)}
         loaded.moved_to(policy.current_version_key(tenant))
         return loaded
 

@@ -233,3 +233,44 @@ def test_a_stale_driver_that_reaches_a_hold_writes_no_approval(demo, agent_dir, 
     assert ToolApproval.objects.filter(run_id=str(run.id)).count() == 0
     row = Run.objects.get(id=run.id)
     assert (row.status, row.lease_owner, row.steps) == ("running", "current", 0)
+
+
+DRIVER_WRITTEN = ("harness_runmessage", "traces_span", "traces_auditrecord", "policy_toolapproval")
+
+
+def _reads_of_driver_written_tables(run_id: str, lease: state.Lease) -> list[str]:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as queries:
+        drive_run(run_id, Driver("bench"), lease)
+    return [
+        q["sql"]
+        for q in queries
+        if q["sql"].lstrip().upper().startswith("SELECT")
+        and any(f'FROM "{table}"' in q["sql"] for table in (*DRIVER_WRITTEN, "policy_runlabel"))
+    ]
+
+
+def test_a_runs_first_drive_reads_nothing_only_a_driver_could_have_written(queued):
+    lease = state.claim(str(queued.id), "a")
+
+    reads = _reads_of_driver_written_tables(str(queued.id), lease)
+
+    assert lease.first
+    assert reads == []
+    assert status_of(queued) == "succeeded"
+
+
+def test_a_later_drive_reads_what_earlier_drivers_wrote(queued):
+    state.claim(str(queued.id), "a")
+    expire(queued)  # the first driver died before writing anything
+    lease = state.claim(str(queued.id), "b")
+
+    reads = _reads_of_driver_written_tables(str(queued.id), lease)
+
+    assert not lease.first
+    assert {table for table in DRIVER_WRITTEN if any(table in sql for sql in reads)} == set(
+        DRIVER_WRITTEN
+    )
+    assert status_of(queued) == "succeeded"
