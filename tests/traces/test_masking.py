@@ -231,6 +231,11 @@ def test_each_identifier_is_fingerprinted_once_whatever_its_spelling(masker):
     "text",
     [
         "nothing secret here " * 20,
+        "ok",
+        "sk-",
+        "pwd=hunter22",
+        "call 13812345678",
+        "Bearer abcdEFGH1234ijklMNOP",
         "filler " * 40 + "Authorization: Bearer abcdEFGH1234ijklMNOP and PASSWORD=hunter22hunter",
         "filler " * 40
         + "key sk-proj-A1b2C3d4E5f6G7h8I9j0K1l2M3n4 eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.s",

@@ -1,14 +1,17 @@
 """The shortcuts that make masking fast give the answers of the slow paths they stand for:
 fingerprints from precomputed HMAC states, one expression per length for national phone
-numbers, the label and URL tests."""
+numbers, the label and URL tests, checksums computed without the library's general code."""
 
 import hmac
 import random
 
 import phonenumbers
 import pytest
+from stdnum import luhn
+from stdnum.cn import ric
+from stdnum.iso7064 import mod_97_10
 
-from traces.masking import Masker
+from traces.masking import Masker, checks
 from traces.masking.kinds import fingerprint
 from traces.masking.numbers import _LABEL, _labelled
 from traces.masking.phones import DEFAULT_REGIONS, PhoneValidator
@@ -92,3 +95,46 @@ def test_digits_in_a_long_url_are_the_urls_and_digits_after_one_are_not(padding)
 
     assert masker.mask_text(f"see {url} now") == f"see {url} now"
     assert "13812345678" not in masker.mask_text(after_url)
+
+
+def _digit_strings(rng: random.Random, lengths: range, count: int) -> list[str]:
+    return [
+        "".join(rng.choice("0123456789") for _ in range(rng.choice(lengths))) for _ in range(count)
+    ]
+
+
+def test_the_luhn_shortcut_agrees_with_stdnum():
+    rng = random.Random(13)  # noqa: S311 - reproducible test data
+    numbers = _digit_strings(rng, range(1, 21), 20000)
+    numbers += [body + luhn.calc_check_digit(body) for body in numbers[:5000]]  # valid ones
+    numbers += ["", "\uff14" + "\uff11" * 15, "4111-1111", "٤١١١١١١١١١١١١١١١"]
+
+    assert [checks.luhn_ok(n) for n in numbers] == [luhn.is_valid(n) for n in numbers]
+    assert sum(checks.luhn_ok(n) for n in numbers) > 5000
+
+
+def test_the_mod_97_shortcut_agrees_with_stdnum():
+    rng = random.Random(13)  # noqa: S311 - reproducible test data
+    alphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcxyz"
+    values = [
+        "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 34))) for _ in range(20000)
+    ]
+    values += [v + mod_97_10.calc_check_digits(v) for v in values[:5000]]  # valid ones
+    values += ["", "DE89 3704", "DE89-3704", "é1234", "12²", "+123", "1_000", " 12", "١٢٣"]
+
+    assert [checks._mod_97_10_ok(v) for v in values] == [mod_97_10.is_valid(v) for v in values]
+
+
+def test_the_resident_id_shortcut_agrees_with_stdnum():
+    rng = random.Random(13)  # noqa: S311 - reproducible test data
+    areas = ["110105", "310104", "440305", "999999", "110000", "000000"]
+    values = []
+    for _ in range(5000):
+        birth = f"{rng.randint(1890, 2030)}{rng.randint(0, 13):02d}{rng.randint(0, 32):02d}"
+        body = rng.choice(areas) + birth + f"{rng.randint(0, 999):03d}"
+        values += [body + ric.calc_check_digit(body + "0"), body + rng.choice("0123456789X")]
+    values += ["11010519491231002x", "110105 19491231 002X", "110105194912310021"]
+
+    expected = [ric.is_valid(v.replace(" ", "")) for v in values]  # written with spaces too
+    assert [checks.cn_resident_id_ok(v) for v in values] == expected
+    assert sum(checks.cn_resident_id_ok(v) for v in values) > 1000

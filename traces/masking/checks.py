@@ -7,6 +7,7 @@ its published allocation rules are written out here.
 
 from __future__ import annotations
 
+import datetime
 import re
 from functools import lru_cache
 from pathlib import Path
@@ -39,8 +40,22 @@ _CARD = re.compile(
 
 
 def card_ok(value: str) -> bool:
-    digits = _NOT_DIGIT.sub("", value)
-    return _CARD.fullmatch(digits) is not None and _luhn.is_valid(digits)
+    digits = value if value.isdigit() else _NOT_DIGIT.sub("", value)
+    return _CARD.fullmatch(digits) is not None and luhn_ok(digits)
+
+
+# Each digit's contribution when doubled (``2d`` minus 9 when above 9), as a digit.
+_LUHN_DOUBLED = str.maketrans("0123456789", "0246813579")
+
+
+def luhn_ok(digits: str) -> bool:
+    """``stdnum.luhn.is_valid`` for a string of digits, summed as bytes: every other digit
+    from the right doubled through a table. Digits other than ASCII fail, as in stdnum."""
+    if not digits.isascii() or not digits.isdigit():
+        return _luhn.is_valid(digits)
+    doubled = digits[-2::-2].translate(_LUHN_DOUBLED)
+    total = sum(digits[-1::-2].encode()) + sum(doubled.encode()) - 48 * len(digits)
+    return total % 10 == 0
 
 
 def _iban_structures() -> dict[str, re.Pattern[str]]:
@@ -73,22 +88,41 @@ def iban_ok(value: str) -> bool:
     structure = _IBAN_STRUCTURES.get(compact[:2])
     if structure is None or structure.fullmatch(compact, 4) is None:
         return False
-    if not _mod_97_10.is_valid(compact[4:] + compact[:4]):
+    if not _mod_97_10_ok(compact[4:] + compact[:4]):
         return False
     module = _iban_country_module(compact[:2])
     return module is None or module.is_valid(compact)
 
 
+# A letter's value in ISO 7064 mod 97-10 (``int(letter, 36)``), written out.
+_BASE36_LETTERS = {
+    ord(letter): str(int(letter, 36))
+    for letter in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+}
+
+
+def _mod_97_10_ok(number: str) -> bool:
+    """``stdnum.iso7064.mod_97_10.is_valid``: every letter replaced by its two digits in one
+    ``translate`` rather than one ``int(x, 36)`` a character."""
+    if not number.isalnum():
+        return False  # stdnum fails on anything but digits and letters
+    try:
+        return int(number.translate(_BASE36_LETTERS)) % 97 == 1
+    except ValueError:  # a letter or digit outside ASCII and Unicode decimal digits
+        return _mod_97_10.is_valid(number)
+
+
 def cn_resident_id_ok(value: str) -> bool:
     """GB 11643 as ``stdnum.cn.ric`` checks it (check digit, birth date, birth place), with
-    the birth-place lookup cached by area and year (the library reads its table each call)."""
+    the birth-place lookup cached by area and year (the library reads its table each call)
+    and the birth date read directly (the library cleans the number again first)."""
     compact = value.replace(" ", "").upper()
     if len(compact) != 18 or not compact[:17].isdigit():
         return False
     if _ric.calc_check_digit(compact) != compact[17]:
         return False
-    try:
-        year = _ric.get_birth_date(compact).year
+    try:  # _ric.get_birth_date, on a number already compact
+        year = datetime.date(int(compact[6:10]), int(compact[10:12]), int(compact[12:14])).year
     except ValueError:
         return False
     return _birth_place_ok(compact[:6], year)
