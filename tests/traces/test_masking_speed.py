@@ -4,12 +4,17 @@ numbers, the label and URL tests, checksums computed without the library's gener
 
 import hmac
 import random
+import re
 
 import phonenumbers
 import pytest
-from stdnum import luhn
+from stdnum import luhn, verhoeff
+from stdnum.br import cpf
 from stdnum.cn import ric
+from stdnum.es import dni, nie
+from stdnum.in_ import aadhaar
 from stdnum.iso7064 import mod_97_10
+from stdnum.us import ssn
 
 from traces.masking import Masker, checks
 from traces.masking.kinds import fingerprint
@@ -138,3 +143,64 @@ def test_the_resident_id_shortcut_agrees_with_stdnum():
     expected = [ric.is_valid(v.replace(" ", "")) for v in values]  # written with spaces too
     assert [checks.cn_resident_id_ok(v) for v in values] == expected
     assert sum(checks.cn_resident_id_ok(v) for v in values) > 1000
+
+
+def _near_valid(rng: random.Random, valid: list[str], alphabet: str) -> list[str]:
+    """``valid`` values, and each with one character changed, dropped or doubled."""
+    found = list(valid)
+    for value in valid:
+        i = rng.randrange(len(value))
+        found += [
+            value[:i] + rng.choice(alphabet) + value[i + 1 :],
+            value[:i] + value[i + 1 :],
+            value[:i] + value[i] + value[i:],
+        ]
+    return found
+
+
+_ODD = ["", " ", "-", "0", "\uff11\uff12\uff13", "\u0661\u0662", "`", "12`4", " 123 ", "\t1"]
+
+
+@pytest.mark.parametrize(
+    ("check", "library", "make"),
+    [
+        (
+            checks.us_ssn_ok,
+            lambda v: ssn.is_valid(re.sub(r"\D", "", v)),  # given the digits only, as ever
+            lambda r: f"{r.randint(0, 999):03d}-{r.randint(0, 99):02d}-{r.randint(0, 9999):04d}",
+        ),
+        (
+            checks.es_dni_ok,
+            dni.is_valid,
+            lambda r: (b := f"{r.randint(0, 10**8 - 1):08d}") + dni.calc_check_digit(b),
+        ),
+        (
+            checks.es_nie_ok,
+            nie.is_valid,
+            lambda r: (
+                (b := r.choice("XYZ") + f"{r.randint(0, 10**7 - 1):07d}") + nie.calc_check_digit(b)
+            ),
+        ),
+        (
+            checks.in_aadhaar_ok,
+            aadhaar.is_valid,
+            lambda r: (b := str(r.randint(10**10, 10**11 - 1))) + verhoeff.calc_check_digit(b),
+        ),
+        (
+            checks.br_cpf_ok,
+            cpf.is_valid,
+            lambda r: cpf.format(
+                (b := f"{r.randint(0, 10**9 - 1):09d}") + cpf._calc_check_digits(b + "00")
+            ),
+        ),
+    ],
+)
+def test_the_national_id_shortcuts_agree_with_stdnum(check, library, make):
+    rng = random.Random(13)  # noqa: S311 - reproducible test data
+    valid = [make(rng) for _ in range(3000)]
+    values = _near_valid(rng, valid, "0123456789 -.XYZTRWx")
+    values += [v.replace("-", " ") for v in valid[:300]] + [v.replace("-", "") for v in valid[:300]]
+    values += _ODD + [v + "\uff11" for v in valid[:50]]
+
+    assert [check(v) for v in values] == [library(v) for v in values]
+    assert sum(check(v) for v in values) > 2000

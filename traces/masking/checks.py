@@ -1,8 +1,12 @@
 """Checksums and number rules, from ``python-stdnum`` where it has them.
 
 Each check takes the value as written (separators included) and says whether it is a valid
-number of its kind. ``python-stdnum`` has no module for the UK National Insurance number, so
-its published allocation rules are written out here.
+number of its kind. For values in ASCII (nearly all) the library's checks are written out
+here: the library first maps every character through a Unicode table and builds strings a
+character at a time, several times the cost of the check itself. Other values go to the
+library, which reads fullwidth digits as ASCII ones. ``tests/traces/test_masking_speed.py``
+holds each to the library's answer. ``python-stdnum`` has no module for the UK National
+Insurance number, so its published allocation rules are written out here.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from typing import Any
 
 from stdnum import iban as _iban
 from stdnum import luhn as _luhn
+from stdnum import verhoeff as _verhoeff
 from stdnum.br import cpf as _cpf
 from stdnum.cn import ric as _ric
 from stdnum.es import dni as _dni
@@ -141,24 +146,78 @@ def _birth_place_ok(area: str, year: int) -> bool:
 
 def us_ssn_ok(value: str) -> bool:
     """Not area 000, 666 or 900-999, group 00 or serial 0000, nor a known advertised SSN."""
-    return _ssn.is_valid(_NOT_DIGIT.sub("", value))
+    digits = _NOT_DIGIT.sub("", value)
+    if not _ascii_digits(digits):
+        return _ssn.is_valid(digits)  # stdnum reads some non-ASCII digits as ASCII ones
+    if len(digits) != 9:
+        return False
+    area, group, serial = digits[:3], digits[3:5], digits[5:]
+    if area in ("000", "666") or area[0] == "9" or group == "00" or serial == "0000":
+        return False
+    return f"{area}-{group}-{serial}" not in _SSN_ADVERTISED
+
+
+_SSN_ADVERTISED = frozenset(_ssn._ssn_blacklist)
 
 
 def es_dni_ok(value: str) -> bool:
-    return _dni.is_valid(value)
+    if not value.isascii():
+        return _dni.is_valid(value)
+    number = value.replace(" ", "").replace("-", "").upper().strip()
+    return (
+        len(number) == 9
+        and _ascii_digits(number[:-1])
+        and _DNI_LETTERS[int(number[:-1]) % 23] == number[-1]
+    )
 
 
 def es_nie_ok(value: str) -> bool:
-    return _nie.is_valid(value)
+    if not value.isascii():
+        return _nie.is_valid(value)
+    number = value.replace(" ", "").replace("-", "").upper().strip()
+    return (
+        len(number) == 9
+        and number[0] in "XYZ"
+        and _ascii_digits(number[1:-1])
+        and _DNI_LETTERS[("XYZ".index(number[0]) * 10_000_000 + int(number[1:-1])) % 23]
+        == number[-1]
+    )
+
+
+_DNI_LETTERS = "TRWAGMYFPDXBNJZSQVHLCKE"  # stdnum.es.dni.calc_check_digit's table
 
 
 def in_aadhaar_ok(value: str) -> bool:
     """12 digits, not starting with 0 or 1, not a palindrome, Verhoeff check digit."""
-    return _aadhaar.is_valid(value)
+    if not value.isascii():
+        return _aadhaar.is_valid(value)
+    number = value.replace(" ", "").replace("-", "").strip()
+    if len(number) != 12 or not _ascii_digits(number) or number[0] in "01":
+        return False
+    if number == number[::-1]:
+        return False
+    check = 0
+    for position, digit in enumerate(number.encode()[::-1]):
+        check = _VERHOEFF_MULTIPLY[check][_VERHOEFF_PERMUTE[position % 8][digit - 48]]
+    return check == 0
+
+
+_VERHOEFF_MULTIPLY = _verhoeff._multiplication_table
+_VERHOEFF_PERMUTE = _verhoeff._permutation_table
 
 
 def br_cpf_ok(value: str) -> bool:
-    return _cpf.is_valid(value)
+    if not value.isascii():
+        return _cpf.is_valid(value)
+    number = value.replace(" ", "").replace("-", "").replace(".", "").strip()
+    if len(number) != 11 or not _ascii_digits(number) or int(number) <= 0:
+        return False
+    return _cpf._calc_check_digits(number) == number[-2:]
+
+
+def _ascii_digits(value: str) -> bool:
+    """What ``stdnum.util.isdigits`` accepts: ASCII digits only, at least one."""
+    return value.isascii() and value.isdigit()
 
 
 _NINO = re.compile(r"([A-CEGHJ-PR-TW-Z])([A-CEGHJ-NPR-TW-Z])(\d{6})([A-D])")
