@@ -83,11 +83,11 @@ class NumberFinder:
             start, end = match.span()
             if start < last_end:
                 continue  # inside a value already found
+            before = text[start - 1] if start else " "
             if start > 1:
                 # The commonest look-alikes, turned away before any call: digits glued to
                 # capitals that cannot start an IBAN, NIE or NINO ("JD4778…", "SKU5789…"),
                 # and the numbers of labels such as "ORD-2025-…" or "T-20251014-…".
-                before = text[start - 1]
                 if "A" <= before <= "Z":
                     if (
                         text[start - 2 : start] not in countries
@@ -100,7 +100,14 @@ class NumberFinder:
                     continue
             run = match.group(0)
             if run.isdigit() or _BREAK.search(run) is None:
-                span = self._classify(text, start, end)
+                if (
+                    before == ","
+                    and start > 1
+                    and text[start - 2].isdigit()
+                    and _THOUSANDS.match(text, start)
+                ):
+                    continue  # "339,990.28": the thousands of an amount (as in _classify)
+                span = self._classify(text, start, end, run)
                 if span is not None:
                     spans.append(span)
                     last_end = span[1]
@@ -108,7 +115,7 @@ class NumberFinder:
             # "718.951.1807 / 503-204-4660": two separators in a row end a value.
             for part in _PART.finditer(text, start, end):
                 if part.start() >= last_end and part.end() - part.start() >= 6:
-                    span = self._classify(text, part.start(), part.end())
+                    span = self._classify(text, part.start(), part.end(), part.group(0))
                     if span is not None:
                         spans.append(span)
                         last_end = span[1]
@@ -116,7 +123,7 @@ class NumberFinder:
 
     # --- classification ---------------------------------------------------------------
 
-    def _classify(self, text: str, start: int, end: int) -> Span | None:
+    def _classify(self, text: str, start: int, end: int, run: str) -> Span | None:
         before = text[start - 1] if start else " "
         after = text[end] if end < len(text) else " "
         if before in _URL_OR_TIME and self._in_url_or_time(text, start, before):
@@ -128,14 +135,13 @@ class NumberFinder:
             and _THOUSANDS.match(text, start)
         ):
             return None  # "339,990.28": the thousands of an amount
-        if before in _WORD or (before == "-" and start > 1 and _ascii_word(text[start - 2])):
+        if before in _WORD or (before == "-" and start > 1 and text[start - 2] in _WORD):
             # Glued to letters: only an IBAN, NIE or resident-ID-like start is of interest.
             return self._letter_led(text, start, end, before)
         if before == " " and start > 1 and "A" <= text[start - 2] <= "Z":
             found = self._iban_near(text, start) or self._nino(text, start, end)
             if found:
                 return found
-        run = text[start:end]
         # A date's first separator is its second, third or fifth character.
         maybe_date = run[4] in "-/." or run[2] in "-/." or run[1] in "-/."
         date = _DATE_AT_START.match(run) if maybe_date else None
