@@ -1,6 +1,7 @@
 """The shortcuts that make masking fast give the answers of the slow paths they stand for:
 fingerprints from precomputed HMAC states, one expression per length for national phone
-numbers, the label and URL tests, checksums computed without the library's general code."""
+numbers, the label and URL tests, checksums computed without the library's general code, and
+what a masker remembers within a run."""
 
 import hmac
 import random
@@ -17,6 +18,8 @@ from stdnum.iso7064 import mod_97_10
 from stdnum.us import ssn
 
 from traces.masking import Masker, checks
+from traces.masking import masker as masker_module
+from traces.masking import numbers as numbers_module
 from traces.masking.kinds import fingerprint
 from traces.masking.numbers import _LABEL, _labelled
 from traces.masking.phones import DEFAULT_REGIONS, PhoneValidator
@@ -204,3 +207,48 @@ def test_the_national_id_shortcuts_agree_with_stdnum(check, library, make):
 
     assert [check(v) for v in values] == [library(v) for v in values]
     assert sum(check(v) for v in values) > 2000
+
+
+def test_a_value_masked_again_in_a_run_is_not_fingerprinted_again(monkeypatch):
+    calls = []
+    real = masker_module.fingerprint
+    monkeypatch.setattr(masker_module, "fingerprint", lambda *a: calls.append(a) or real(*a))
+    masker = Masker(b"test-key")
+
+    first = masker.mask_text("call 13812345678 or mail zhang.wei@example.com")
+    again = masker.mask_text("call 13812345678 or mail zhang.wei@example.com")
+
+    assert again == first
+    assert len(calls) == 2  # one phone, one e-mail
+    assert len(masker.drain()) == 2
+
+
+def test_the_masked_values_a_masker_remembers_are_bounded(monkeypatch):
+    monkeypatch.setattr(masker_module, "MASK_MEMO_SIZE", 8)
+    texts = [f"call 1381234{i:04d}" for i in range(20)] * 2
+    masker = Masker(b"test-key")
+
+    masked = [masker.mask_text(text) for text in texts]
+
+    assert len(masker._masks) <= 8
+    assert masked == [Masker(b"test-key").mask_text(text) for text in texts]
+    assert len(masker.drain()) == 20  # each number once, whatever was forgotten
+
+
+def test_the_phone_verdicts_a_masker_remembers_are_bounded_and_reused(monkeypatch):
+    monkeypatch.setattr(numbers_module, "PHONE_MEMO_SIZE", 8)
+    calls = []
+    real = PhoneValidator.national
+    monkeypatch.setattr(
+        PhoneValidator, "national", lambda *a, **k: calls.append(a) or real(*a, **k)
+    )
+    masker = Masker(b"test-key")
+
+    masker.mask_text("call 13812345678, (718) 951-1807")
+    masker.mask_text("call 13812345678, (718) 951-1807")
+    assert len(calls) == 2
+
+    texts = [f"call 1381234{i:04d} or +1 718 951 {i:04d}" for i in range(20)] * 2
+    masked = [masker.mask_text(text) for text in texts]
+    assert len(masker._numbers._phone_memo) <= 8
+    assert masked == [Masker(b"test-key").mask_text(text) for text in texts]

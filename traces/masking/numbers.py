@@ -69,11 +69,21 @@ def _ascii_word(char: str) -> bool:
     return char in _WORD
 
 
+# How many phone verdicts a finder remembers (then it starts again).
+PHONE_MEMO_SIZE = 4096
+_UNKNOWN = object()
+
+
 class NumberFinder:
-    """Finds phones, cards, IBANs and national IDs in a text (see the module doc)."""
+    """Finds phones, cards, IBANs and national IDs in a text (see the module doc).
+
+    A masker has its own, for the run it masks: the phone rules' verdict on each number as
+    written is remembered, since a run holds the same numbers again and again (a customer's
+    phone in the tool result, in the answer, in the next request)."""
 
     def __init__(self, phones: PhoneValidator) -> None:
         self.phones = phones
+        self._phone_memo: dict[str, str | None] = {}
 
     def find(self, text: str) -> list[Span]:
         spans: list[Span] = []
@@ -200,19 +210,40 @@ class NumberFinder:
         if not 7 <= len(digits) <= 15 or run.count("/") > 1:
             return None
         if before == "+":
-            e164 = self.phones.international(digits)
+            e164 = self._e164(digits, True, "")
             start -= 1
         elif digits.startswith("00") and not run.startswith("0 "):
-            e164 = self.phones.international(digits[2:])
+            e164 = self._e164(digits[2:], True, "")
         elif len(run) == 10 and run[0] == "1" and run.isdigit():
             return None  # written bare, that is a Unix time (2001-2033), not India's 160x…
         else:
             if before == "(":
                 start -= 1
-            e164 = self.phones.national(digits, compact=len(digits) == len(run), written=run)
+            e164 = self._e164(digits, False, run)
         if e164 is None or (before in "(+" and _labelled(text, start)):
             return None  # (without its "(" or "+", the number was not labelled: see _plain)
         return (start, end, "phone", e164)
+
+    def _e164(self, digits: str, international: bool, written: str) -> str | None:
+        """``phones.international(digits)``, or ``phones.national`` of ``digits`` as
+        ``written``: remembered (a pure function of its arguments)."""
+        # A string key, not a tuple: strings are not tracked by the garbage collector, and
+        # thousands of long-lived tuples make its full collections come sooner.
+        key = f"+{digits}" if international else f"{digits} {written}"
+        memo = self._phone_memo
+        e164 = memo.get(key, _UNKNOWN)
+        if e164 is not _UNKNOWN:
+            return e164  # type: ignore[return-value]
+        if international:
+            e164 = self.phones.international(digits)
+        else:
+            e164 = self.phones.national(
+                digits, compact=len(digits) == len(written), written=written
+            )
+        if len(memo) >= PHONE_MEMO_SIZE:
+            memo.clear()
+        memo[key] = e164
+        return e164
 
     def _letter_led(self, text: str, start: int, end: int, before: str) -> Span | None:
         if "A" <= before <= "Z":
