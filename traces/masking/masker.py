@@ -38,7 +38,7 @@ MIN_KNOWN_LENGTH = 2
 # Texts at least this long are memoised (per masker, so per run).
 MEMO_MIN_LENGTH = 200
 # How many values' stored forms a masker remembers (then it starts again).
-MASK_MEMO_SIZE = 4096
+MASK_MEMO_SIZE = 512
 
 
 _GATE: NeedleGate | None = None
@@ -80,7 +80,7 @@ class Masker:
         self._memo: dict[str, str] = {}
         self._found: dict[tuple[str, str], None] = {}
         self._drained = 0
-        self._masks: dict[str, str] = {}
+        self._masks: dict[tuple[str, str, str | None], str] = {}
         self._numbers = NumberFinder(
             _phone_validator(tuple(regions) if regions else phone_regions())
         )
@@ -154,8 +154,7 @@ class Masker:
     def _mask_one(self, kind: str, value: str, normalized: str | None = None) -> str:
         # A run masks the same values again and again: a built-in kind's stored form is a
         # function of these arguments (and the key), and its fingerprint is recorded already.
-        # (A string key: strings are not tracked by the garbage collector, tuples are.)
-        key = f"{kind}\0{len(value)}\0{value}{normalized or ''}"
+        key = (kind, value, normalized)
         masked = self._masks.get(key)
         if masked is not None:
             return masked

@@ -70,7 +70,7 @@ def _ascii_word(char: str) -> bool:
 
 
 # How many phone verdicts a finder remembers (then it starts again).
-PHONE_MEMO_SIZE = 4096
+PHONE_MEMO_SIZE = 512
 _UNKNOWN = object()
 
 
@@ -83,7 +83,7 @@ class NumberFinder:
 
     def __init__(self, phones: PhoneValidator) -> None:
         self.phones = phones
-        self._phone_memo: dict[str, str | None] = {}
+        self._phone_memo: dict[tuple[str, bool, str], str | None] = {}
 
     def find(self, text: str) -> list[Span]:
         spans: list[Span] = []
@@ -227,9 +227,7 @@ class NumberFinder:
     def _e164(self, digits: str, international: bool, written: str) -> str | None:
         """``phones.international(digits)``, or ``phones.national`` of ``digits`` as
         ``written``: remembered (a pure function of its arguments)."""
-        # A string key, not a tuple: strings are not tracked by the garbage collector, and
-        # thousands of long-lived tuples make its full collections come sooner.
-        key = f"+{digits}" if international else f"{digits} {written}"
+        key = (digits, international, written)
         memo = self._phone_memo
         e164 = memo.get(key, _UNKNOWN)
         if e164 is not _UNKNOWN:
