@@ -252,3 +252,26 @@ def test_the_phone_verdicts_a_masker_remembers_are_bounded_and_reused(monkeypatc
     masked = [masker.mask_text(text) for text in texts]
     assert len(masker._numbers._phone_memo) <= 8
     assert masked == [Masker(b"test-key").mask_text(text) for text in texts]
+
+
+def test_amounts_and_addresses_are_turned_away_only_where_classification_would():
+    finder = Masker(b"test-key")._numbers
+    rng = random.Random(13)  # noqa: S311 - reproducible test data
+    befores = ['"', "额", "：", "(", "=", "/", "#", "$", "€", "\n", " ", "-", "x", "DE89", "GB82 "]
+    checked = 0
+    for _ in range(5000):
+        value = rng.choice(
+            [
+                f"{rng.randint(0, 10**9)}.{rng.randint(0, 99):02d}",
+                f"{rng.randint(0, 10**6)}.{rng.randint(0, 9)}",
+                ".".join(str(rng.randint(0, 255)) for _ in range(4)),
+            ]
+        )
+        text = rng.choice(befores) + value + rng.choice(['"', " ", "元", "Z", "X", ""])
+        for match in numbers_module.RUN.finditer(text):
+            start, end = match.span()
+            before = text[start - 1] if start else " "
+            if numbers_module._amount_or_address(match.group(0), before):
+                assert finder._classify(text, start, end, match.group(0)) is None, text
+                checked += 1
+    assert checked > 2000

@@ -117,6 +117,8 @@ class NumberFinder:
                     and _THOUSANDS.match(text, start)
                 ):
                     continue  # "339,990.28": the thousands of an amount (as in _classify)
+                if "." in run and _amount_or_address(run, before):
+                    continue
                 span = self._classify(text, start, end, run)
                 if span is not None:
                     spans.append(span)
@@ -327,6 +329,17 @@ class NumberFinder:
         if token_start < 0 and window:
             token_start = max(text.rfind(c, 0, window) for c in _URL_BOUNDS)
         return "://" in text[token_start + 1 : start]
+
+
+def _amount_or_address(run: str, before: str) -> bool:
+    """``金额123456.78``, ``"ip": "10.0.12.7"``: an amount or an IP address, which ``_plain``
+    would turn away, after a character that makes no other reading possible (after a letter or
+    a space it could be the end of an IBAN, ``DE89…``, so those are left to ``_classify``)."""
+    return (
+        before not in _WORD
+        and before not in " -"
+        and (_DECIMAL.fullmatch(run) is not None or _IP.fullmatch(run) is not None)
+    )
 
 
 Check = Callable[[str], bool]
