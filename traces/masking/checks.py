@@ -141,6 +141,10 @@ def _birth_place_ok(area: str, year: int) -> bool:
         _ric.get_birth_place(number)
     except ValueError:
         return False
+    except KeyError:
+        # stdnum's table knows the area only as a province or prefecture ("110001"), with no
+        # county: the library fails where it means "no such birth place".
+        return False
     return True
 
 
