@@ -275,3 +275,14 @@ def test_amounts_and_addresses_are_turned_away_only_where_classification_would()
                 assert finder._classify(text, start, end, match.group(0)) is None, text
                 checked += 1
     assert checked > 2000
+
+
+def test_the_digit_groups_of_a_shape_are_those_of_the_expression_and_their_cache_is_bounded():
+    from traces.masking import phones
+
+    shapes = ["dd dd dd dd dd", "(ddd) ddd-dddd", "ddd-dddd-dddd", "d", ""]
+    shapes += [f"{'d' * (i % 50 + 1)} {'d' * (i // 50 + 1)}" for i in range(5000)]  # distinct
+
+    for shape in shapes:
+        assert phones._groups(shape) == phones._GROUPS.findall(shape)
+    assert len(phones._GROUPS_OF) <= 4097
