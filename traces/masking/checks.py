@@ -1,12 +1,13 @@
 """Checksums and number rules, from ``python-stdnum`` where it has them.
 
 Each check takes the value as written (separators included) and says whether it is a valid
-number of its kind. For values in ASCII (nearly all) the library's checks are written out
-here: the library first maps every character through a Unicode table and builds strings a
-character at a time, several times the cost of the check itself. Other values go to the
-library, which reads fullwidth digits as ASCII ones. ``tests/traces/test_masking_speed.py``
-holds each to the library's answer. ``python-stdnum`` has no module for the UK National
-Insurance number, so its published allocation rules are written out here.
+number of its kind. For values in ASCII (nearly all) the library's checksum functions are
+called on the value made compact here: its ``is_valid`` first maps every character through a
+Unicode table and builds strings a character at a time, several times the cost of the check
+itself. Other values go to ``is_valid``, which reads fullwidth digits as ASCII ones.
+``tests/traces/test_masking_speed.py`` holds each to the library's answer. ``python-stdnum``
+has no module for the UK National Insurance number, so its published allocation rules are
+written out here.
 """
 
 from __future__ import annotations
@@ -49,18 +50,12 @@ def card_ok(value: str) -> bool:
     return _CARD.fullmatch(digits) is not None and luhn_ok(digits)
 
 
-# Each digit's contribution when doubled (``2d`` minus 9 when above 9), as a digit.
-_LUHN_DOUBLED = str.maketrans("0123456789", "0246813579")
-
-
 def luhn_ok(digits: str) -> bool:
-    """``stdnum.luhn.is_valid`` for a string of digits, summed as bytes: every other digit
-    from the right doubled through a table. Digits other than ASCII fail, as in stdnum."""
+    """``stdnum.luhn.is_valid`` for a string of digits: the library's checksum, without its
+    cleaning of a value that is already digits. Digits other than ASCII fail, as in stdnum."""
     if not digits.isascii() or not digits.isdigit():
         return _luhn.is_valid(digits)
-    doubled = digits[-2::-2].translate(_LUHN_DOUBLED)
-    total = sum(digits[-1::-2].encode()) + sum(doubled.encode()) - 48 * len(digits)
-    return total % 10 == 0
+    return _luhn.checksum(digits) == 0
 
 
 def _iban_structures() -> dict[str, re.Pattern[str]]:
@@ -99,22 +94,12 @@ def iban_ok(value: str) -> bool:
     return module is None or module.is_valid(compact)
 
 
-# A letter's value in ISO 7064 mod 97-10 (``int(letter, 36)``), written out.
-_BASE36_LETTERS = {
-    ord(letter): str(int(letter, 36))
-    for letter in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-}
-
-
 def _mod_97_10_ok(number: str) -> bool:
-    """``stdnum.iso7064.mod_97_10.is_valid``: every letter replaced by its two digits in one
-    ``translate`` rather than one ``int(x, 36)`` a character."""
-    if not number.isalnum():
-        return False  # stdnum fails on anything but digits and letters
-    try:
-        return int(number.translate(_BASE36_LETTERS)) % 97 == 1
-    except ValueError:  # a letter or digit outside ASCII and Unicode decimal digits
+    """``stdnum.iso7064.mod_97_10.is_valid``: the library's checksum, on a value already
+    compact (its ``is_valid`` cleans it again first)."""
+    if not (number.isascii() and number.isalnum()):
         return _mod_97_10.is_valid(number)
+    return _mod_97_10.checksum(number) == 1
 
 
 def cn_resident_id_ok(value: str) -> bool:
@@ -150,18 +135,7 @@ def _birth_place_ok(area: str, year: int) -> bool:
 
 def us_ssn_ok(value: str) -> bool:
     """Not area 000, 666 or 900-999, group 00 or serial 0000, nor a known advertised SSN."""
-    digits = _NOT_DIGIT.sub("", value)
-    if not _ascii_digits(digits):
-        return _ssn.is_valid(digits)  # stdnum reads some non-ASCII digits as ASCII ones
-    if len(digits) != 9:
-        return False
-    area, group, serial = digits[:3], digits[3:5], digits[5:]
-    if area in ("000", "666") or area[0] == "9" or group == "00" or serial == "0000":
-        return False
-    return f"{area}-{group}-{serial}" not in _SSN_ADVERTISED
-
-
-_SSN_ADVERTISED = frozenset(_ssn._ssn_blacklist)
+    return _ssn.is_valid(_NOT_DIGIT.sub("", value))
 
 
 def es_dni_ok(value: str) -> bool:
@@ -171,7 +145,7 @@ def es_dni_ok(value: str) -> bool:
     return (
         len(number) == 9
         and _ascii_digits(number[:-1])
-        and _DNI_LETTERS[int(number[:-1]) % 23] == number[-1]
+        and _dni.calc_check_digit(number[:-1]) == number[-1]
     )
 
 
@@ -183,12 +157,8 @@ def es_nie_ok(value: str) -> bool:
         len(number) == 9
         and number[0] in "XYZ"
         and _ascii_digits(number[1:-1])
-        and _DNI_LETTERS[("XYZ".index(number[0]) * 10_000_000 + int(number[1:-1])) % 23]
-        == number[-1]
+        and _dni.calc_check_digit(str("XYZ".index(number[0])) + number[1:-1]) == number[-1]
     )
-
-
-_DNI_LETTERS = "TRWAGMYFPDXBNJZSQVHLCKE"  # stdnum.es.dni.calc_check_digit's table
 
 
 def in_aadhaar_ok(value: str) -> bool:
@@ -200,14 +170,7 @@ def in_aadhaar_ok(value: str) -> bool:
         return False
     if number == number[::-1]:
         return False
-    check = 0
-    for position, digit in enumerate(number.encode()[::-1]):
-        check = _VERHOEFF_MULTIPLY[check][_VERHOEFF_PERMUTE[position % 8][digit - 48]]
-    return check == 0
-
-
-_VERHOEFF_MULTIPLY = _verhoeff._multiplication_table
-_VERHOEFF_PERMUTE = _verhoeff._permutation_table
+    return _verhoeff.checksum(number) == 0
 
 
 def br_cpf_ok(value: str) -> bool:
