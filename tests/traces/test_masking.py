@@ -2,6 +2,7 @@
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
+from stdnum.cn import ric
 
 from traces.masking import Masker
 
@@ -231,6 +232,11 @@ def test_each_identifier_is_fingerprinted_once_whatever_its_spelling(masker):
     "text",
     [
         "nothing secret here " * 20,
+        "ok",
+        "sk-",
+        "pwd=hunter22",
+        "call 13812345678",
+        "Bearer abcdEFGH1234ijklMNOP",
         "filler " * 40 + "Authorization: Bearer abcdEFGH1234ijklMNOP and PASSWORD=hunter22hunter",
         "filler " * 40
         + "key sk-proj-A1b2C3d4E5f6G7h8I9j0K1l2M3n4 eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.s",
@@ -249,3 +255,12 @@ def test_the_needle_gate_finds_the_same_with_or_without_hyperscan(monkeypatch, t
     assert [d.kind for d in with_engine.candidates(text)] == [
         d.kind for d in pure_python.candidates(text)
     ]
+
+
+def test_a_resident_id_shaped_number_whose_area_is_no_county_is_left_readable(masker):
+    # 110001 is in stdnum's table as part of Beijing but names no county; the library raises
+    # KeyError for it rather than saying the birth place is invalid.
+    body = "110001" + "19900101001"
+    number = body + ric.calc_check_digit(body + "0")
+
+    assert masker.mask_text(f"ID {number} ok") == f"ID {number} ok"

@@ -1,14 +1,25 @@
 """The shortcuts that make masking fast give the answers of the slow paths they stand for:
 fingerprints from precomputed HMAC states, one expression per length for national phone
-numbers, the label and URL tests."""
+numbers, the label and URL tests, checksums computed without the library's general code, and
+what a masker remembers within a run."""
 
 import hmac
 import random
+import re
 
 import phonenumbers
 import pytest
+from stdnum import luhn, verhoeff
+from stdnum.br import cpf
+from stdnum.cn import ric
+from stdnum.es import dni, nie
+from stdnum.in_ import aadhaar
+from stdnum.iso7064 import mod_97_10
+from stdnum.us import ssn
 
-from traces.masking import Masker
+from traces.masking import Masker, checks
+from traces.masking import masker as masker_module
+from traces.masking import numbers as numbers_module
 from traces.masking.kinds import fingerprint
 from traces.masking.numbers import _LABEL, _labelled
 from traces.masking.phones import DEFAULT_REGIONS, PhoneValidator
@@ -92,3 +103,186 @@ def test_digits_in_a_long_url_are_the_urls_and_digits_after_one_are_not(padding)
 
     assert masker.mask_text(f"see {url} now") == f"see {url} now"
     assert "13812345678" not in masker.mask_text(after_url)
+
+
+def _digit_strings(rng: random.Random, lengths: range, count: int) -> list[str]:
+    return [
+        "".join(rng.choice("0123456789") for _ in range(rng.choice(lengths))) for _ in range(count)
+    ]
+
+
+def test_the_luhn_shortcut_agrees_with_stdnum():
+    rng = random.Random(13)  # noqa: S311 - reproducible test data
+    numbers = _digit_strings(rng, range(1, 21), 20000)
+    numbers += [body + luhn.calc_check_digit(body) for body in numbers[:5000]]  # valid ones
+    numbers += ["", "\uff14" + "\uff11" * 15, "4111-1111", "٤١١١١١١١١١١١١١١١"]
+
+    assert [checks.luhn_ok(n) for n in numbers] == [luhn.is_valid(n) for n in numbers]
+    assert sum(checks.luhn_ok(n) for n in numbers) > 5000
+
+
+def test_the_mod_97_shortcut_agrees_with_stdnum():
+    rng = random.Random(13)  # noqa: S311 - reproducible test data
+    alphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcxyz"
+    values = [
+        "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 34))) for _ in range(20000)
+    ]
+    values += [v + mod_97_10.calc_check_digits(v) for v in values[:5000]]  # valid ones
+    values += ["", "DE89 3704", "DE89-3704", "é1234", "12²", "+123", "1_000", " 12", "١٢٣"]
+
+    assert [checks._mod_97_10_ok(v) for v in values] == [mod_97_10.is_valid(v) for v in values]
+
+
+def test_the_resident_id_shortcut_agrees_with_stdnum():
+    rng = random.Random(13)  # noqa: S311 - reproducible test data
+    areas = ["110105", "310104", "440305", "999999", "110000", "000000"]
+    values = []
+    for _ in range(5000):
+        birth = f"{rng.randint(1890, 2030)}{rng.randint(0, 13):02d}{rng.randint(0, 32):02d}"
+        body = rng.choice(areas) + birth + f"{rng.randint(0, 999):03d}"
+        values += [body + ric.calc_check_digit(body + "0"), body + rng.choice("0123456789X")]
+    values += ["11010519491231002x", "110105 19491231 002X", "110105194912310021"]
+
+    expected = [ric.is_valid(v.replace(" ", "")) for v in values]  # written with spaces too
+    assert [checks.cn_resident_id_ok(v) for v in values] == expected
+    assert sum(checks.cn_resident_id_ok(v) for v in values) > 1000
+
+
+def _near_valid(rng: random.Random, valid: list[str], alphabet: str) -> list[str]:
+    """``valid`` values, and each with one character changed, dropped or doubled."""
+    found = list(valid)
+    for value in valid:
+        i = rng.randrange(len(value))
+        found += [
+            value[:i] + rng.choice(alphabet) + value[i + 1 :],
+            value[:i] + value[i + 1 :],
+            value[:i] + value[i] + value[i:],
+        ]
+    return found
+
+
+_ODD = ["", " ", "-", "0", "\uff11\uff12\uff13", "\u0661\u0662", "`", "12`4", " 123 ", "\t1"]
+
+
+@pytest.mark.parametrize(
+    ("check", "library", "make"),
+    [
+        (
+            checks.us_ssn_ok,
+            lambda v: ssn.is_valid(re.sub(r"\D", "", v)),  # given the digits only, as ever
+            lambda r: f"{r.randint(0, 999):03d}-{r.randint(0, 99):02d}-{r.randint(0, 9999):04d}",
+        ),
+        (
+            checks.es_dni_ok,
+            dni.is_valid,
+            lambda r: (b := f"{r.randint(0, 10**8 - 1):08d}") + dni.calc_check_digit(b),
+        ),
+        (
+            checks.es_nie_ok,
+            nie.is_valid,
+            lambda r: (
+                (b := r.choice("XYZ") + f"{r.randint(0, 10**7 - 1):07d}") + nie.calc_check_digit(b)
+            ),
+        ),
+        (
+            checks.in_aadhaar_ok,
+            aadhaar.is_valid,
+            lambda r: (b := str(r.randint(10**10, 10**11 - 1))) + verhoeff.calc_check_digit(b),
+        ),
+        (
+            checks.br_cpf_ok,
+            cpf.is_valid,
+            lambda r: cpf.format(
+                (b := f"{r.randint(0, 10**9 - 1):09d}") + cpf._calc_check_digits(b + "00")
+            ),
+        ),
+    ],
+)
+def test_the_national_id_shortcuts_agree_with_stdnum(check, library, make):
+    rng = random.Random(13)  # noqa: S311 - reproducible test data
+    valid = [make(rng) for _ in range(3000)]
+    values = _near_valid(rng, valid, "0123456789 -.XYZTRWx")
+    values += [v.replace("-", " ") for v in valid[:300]] + [v.replace("-", "") for v in valid[:300]]
+    values += _ODD + [v + "\uff11" for v in valid[:50]]
+
+    assert [check(v) for v in values] == [library(v) for v in values]
+    assert sum(check(v) for v in values) > 2000
+
+
+def test_a_value_masked_again_in_a_run_is_not_fingerprinted_again(monkeypatch):
+    calls = []
+    real = masker_module.fingerprint
+    monkeypatch.setattr(masker_module, "fingerprint", lambda *a: calls.append(a) or real(*a))
+    masker = Masker(b"test-key")
+
+    first = masker.mask_text("call 13812345678 or mail zhang.wei@example.com")
+    again = masker.mask_text("call 13812345678 or mail zhang.wei@example.com")
+
+    assert again == first
+    assert len(calls) == 2  # one phone, one e-mail
+    assert len(masker.drain()) == 2
+
+
+def test_the_masked_values_a_masker_remembers_are_bounded(monkeypatch):
+    monkeypatch.setattr(masker_module, "MASK_MEMO_SIZE", 8)
+    texts = [f"call 1381234{i:04d}" for i in range(20)] * 2
+    masker = Masker(b"test-key")
+
+    masked = [masker.mask_text(text) for text in texts]
+
+    assert len(masker._masks) <= 8
+    assert masked == [Masker(b"test-key").mask_text(text) for text in texts]
+    assert len(masker.drain()) == 20  # each number once, whatever was forgotten
+
+
+def test_the_phone_verdicts_a_masker_remembers_are_bounded_and_reused(monkeypatch):
+    monkeypatch.setattr(numbers_module, "PHONE_MEMO_SIZE", 8)
+    calls = []
+    real = PhoneValidator.national
+    monkeypatch.setattr(
+        PhoneValidator, "national", lambda *a, **k: calls.append(a) or real(*a, **k)
+    )
+    masker = Masker(b"test-key")
+
+    masker.mask_text("call 13812345678, (718) 951-1807")
+    masker.mask_text("call 13812345678, (718) 951-1807")
+    assert len(calls) == 2
+
+    texts = [f"call 1381234{i:04d} or +1 718 951 {i:04d}" for i in range(20)] * 2
+    masked = [masker.mask_text(text) for text in texts]
+    assert len(masker._numbers._phone_memo) <= 8
+    assert masked == [Masker(b"test-key").mask_text(text) for text in texts]
+
+
+def test_amounts_and_addresses_are_turned_away_only_where_classification_would():
+    finder = Masker(b"test-key")._numbers
+    rng = random.Random(13)  # noqa: S311 - reproducible test data
+    befores = ['"', "额", "：", "(", "=", "/", "#", "$", "€", "\n", " ", "-", "x", "DE89", "GB82 "]
+    checked = 0
+    for _ in range(5000):
+        value = rng.choice(
+            [
+                f"{rng.randint(0, 10**9)}.{rng.randint(0, 99):02d}",
+                f"{rng.randint(0, 10**6)}.{rng.randint(0, 9)}",
+                ".".join(str(rng.randint(0, 255)) for _ in range(4)),
+            ]
+        )
+        text = rng.choice(befores) + value + rng.choice(['"', " ", "元", "Z", "X", ""])
+        for match in numbers_module.RUN.finditer(text):
+            start, end = match.span()
+            before = text[start - 1] if start else " "
+            if numbers_module._amount_or_address(match.group(0), before):
+                assert finder._classify(text, start, end, match.group(0)) is None, text
+                checked += 1
+    assert checked > 2000
+
+
+def test_the_digit_groups_of_a_shape_are_those_of_the_expression_and_their_cache_is_bounded():
+    from traces.masking import phones
+
+    shapes = ["dd dd dd dd dd", "(ddd) ddd-dddd", "ddd-dddd-dddd", "d", ""]
+    shapes += [f"{'d' * (i % 50 + 1)} {'d' * (i // 50 + 1)}" for i in range(5000)]  # distinct
+
+    for shape in shapes:
+        assert phones._groups(shape) == phones._GROUPS.findall(shape)
+    assert len(phones._GROUPS_OF) <= 4097

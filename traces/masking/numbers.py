@@ -69,11 +69,21 @@ def _ascii_word(char: str) -> bool:
     return char in _WORD
 
 
+# How many phone verdicts a finder remembers (then it starts again).
+PHONE_MEMO_SIZE = 512
+_UNKNOWN = object()
+
+
 class NumberFinder:
-    """Finds phones, cards, IBANs and national IDs in a text (see the module doc)."""
+    """Finds phones, cards, IBANs and national IDs in a text (see the module doc).
+
+    A masker has its own, for the run it masks: the phone rules' verdict on each number as
+    written is remembered, since a run holds the same numbers again and again (a customer's
+    phone in the tool result, in the answer, in the next request)."""
 
     def __init__(self, phones: PhoneValidator) -> None:
         self.phones = phones
+        self._phone_memo: dict[tuple[str, bool, str], str | None] = {}
 
     def find(self, text: str) -> list[Span]:
         spans: list[Span] = []
@@ -83,11 +93,11 @@ class NumberFinder:
             start, end = match.span()
             if start < last_end:
                 continue  # inside a value already found
+            before = text[start - 1] if start else " "
             if start > 1:
                 # The commonest look-alikes, turned away before any call: digits glued to
                 # capitals that cannot start an IBAN, NIE or NINO ("JD4778…", "SKU5789…"),
                 # and the numbers of labels such as "ORD-2025-…" or "T-20251014-…".
-                before = text[start - 1]
                 if "A" <= before <= "Z":
                     if (
                         text[start - 2 : start] not in countries
@@ -100,7 +110,16 @@ class NumberFinder:
                     continue
             run = match.group(0)
             if run.isdigit() or _BREAK.search(run) is None:
-                span = self._classify(text, start, end)
+                if (
+                    before == ","
+                    and start > 1
+                    and text[start - 2].isdigit()
+                    and _THOUSANDS.match(text, start)
+                ):
+                    continue  # "339,990.28": the thousands of an amount (as in _classify)
+                if "." in run and _amount_or_address(run, before):
+                    continue
+                span = self._classify(text, start, end, run)
                 if span is not None:
                     spans.append(span)
                     last_end = span[1]
@@ -108,7 +127,7 @@ class NumberFinder:
             # "718.951.1807 / 503-204-4660": two separators in a row end a value.
             for part in _PART.finditer(text, start, end):
                 if part.start() >= last_end and part.end() - part.start() >= 6:
-                    span = self._classify(text, part.start(), part.end())
+                    span = self._classify(text, part.start(), part.end(), part.group(0))
                     if span is not None:
                         spans.append(span)
                         last_end = span[1]
@@ -116,7 +135,7 @@ class NumberFinder:
 
     # --- classification ---------------------------------------------------------------
 
-    def _classify(self, text: str, start: int, end: int) -> Span | None:
+    def _classify(self, text: str, start: int, end: int, run: str) -> Span | None:
         before = text[start - 1] if start else " "
         after = text[end] if end < len(text) else " "
         if before in _URL_OR_TIME and self._in_url_or_time(text, start, before):
@@ -128,14 +147,13 @@ class NumberFinder:
             and _THOUSANDS.match(text, start)
         ):
             return None  # "339,990.28": the thousands of an amount
-        if before in _WORD or (before == "-" and start > 1 and _ascii_word(text[start - 2])):
+        if before in _WORD or (before == "-" and start > 1 and text[start - 2] in _WORD):
             # Glued to letters: only an IBAN, NIE or resident-ID-like start is of interest.
             return self._letter_led(text, start, end, before)
         if before == " " and start > 1 and "A" <= text[start - 2] <= "Z":
             found = self._iban_near(text, start) or self._nino(text, start, end)
             if found:
                 return found
-        run = text[start:end]
         # A date's first separator is its second, third or fifth character.
         maybe_date = run[4] in "-/." or run[2] in "-/." or run[1] in "-/."
         date = _DATE_AT_START.match(run) if maybe_date else None
@@ -194,19 +212,38 @@ class NumberFinder:
         if not 7 <= len(digits) <= 15 or run.count("/") > 1:
             return None
         if before == "+":
-            e164 = self.phones.international(digits)
+            e164 = self._e164(digits, True, "")
             start -= 1
         elif digits.startswith("00") and not run.startswith("0 "):
-            e164 = self.phones.international(digits[2:])
+            e164 = self._e164(digits[2:], True, "")
         elif len(run) == 10 and run[0] == "1" and run.isdigit():
             return None  # written bare, that is a Unix time (2001-2033), not India's 160x…
         else:
             if before == "(":
                 start -= 1
-            e164 = self.phones.national(digits, compact=len(digits) == len(run), written=run)
+            e164 = self._e164(digits, False, run)
         if e164 is None or (before in "(+" and _labelled(text, start)):
             return None  # (without its "(" or "+", the number was not labelled: see _plain)
         return (start, end, "phone", e164)
+
+    def _e164(self, digits: str, international: bool, written: str) -> str | None:
+        """``phones.international(digits)``, or ``phones.national`` of ``digits`` as
+        ``written``: remembered (a pure function of its arguments)."""
+        key = (digits, international, written)
+        memo = self._phone_memo
+        e164 = memo.get(key, _UNKNOWN)
+        if e164 is not _UNKNOWN:
+            return e164  # type: ignore[return-value]
+        if international:
+            e164 = self.phones.international(digits)
+        else:
+            e164 = self.phones.national(
+                digits, compact=len(digits) == len(written), written=written
+            )
+        if len(memo) >= PHONE_MEMO_SIZE:
+            memo.clear()
+        memo[key] = e164
+        return e164
 
     def _letter_led(self, text: str, start: int, end: int, before: str) -> Span | None:
         if "A" <= before <= "Z":
@@ -292,6 +329,17 @@ class NumberFinder:
         if token_start < 0 and window:
             token_start = max(text.rfind(c, 0, window) for c in _URL_BOUNDS)
         return "://" in text[token_start + 1 : start]
+
+
+def _amount_or_address(run: str, before: str) -> bool:
+    """``金额123456.78``, ``"ip": "10.0.12.7"``: an amount or an IP address, which ``_plain``
+    would turn away, after a character that makes no other reading possible (after a letter or
+    a space it could be the end of an IBAN, ``DE89…``, so those are left to ``_classify``)."""
+    return (
+        before not in _WORD
+        and before not in " -"
+        and (_DECIMAL.fullmatch(run) is not None or _IP.fullmatch(run) is not None)
+    )
 
 
 Check = Callable[[str], bool]

@@ -283,8 +283,9 @@ class _Screen:
 def _best_written(written: str, found: list[tuple[RegionRules, str]], digits: str) -> str:
     """Of the forms ``found`` (region, E.164) a number is valid in, the one of the region
     that formats it the way it is ``written``."""
-    shape = _SHAPE.sub("d", written.strip())
-    groups = _GROUPS.findall(shape)
+    written = written.strip()
+    shape = written.translate(_DIGIT_SHAPE) if written.isascii() else _SHAPE.sub("d", written)
+    groups = _groups(shape)
     best = found[0][1]
     for rules, e164 in found:
         formatted = _national_shape(rules.region, e164[1 + len(rules.country_code) :])
@@ -293,9 +294,25 @@ def _best_written(written: str, found: list[tuple[RegionRules, str]], digits: st
             formatted = formatted.replace("d" * len(prefix), "", 1)  # written without it
         if formatted == shape:
             return e164
-        if best == found[0][1] and _GROUPS.findall(formatted) == groups:
+        if best == found[0][1] and _groups(formatted) == groups:
             best = e164
     return best
+
+
+_DIGIT_SHAPE = str.maketrans("0123456789", "dddddddddd")
+
+
+def _groups(shape: str) -> list[str]:
+    """The groups of digits of a shape (``dd dd dd`` → three): few shapes recur, so cached."""
+    groups = _GROUPS_OF.get(shape)
+    if groups is None:
+        if len(_GROUPS_OF) > 4096:
+            _GROUPS_OF.clear()
+        groups = _GROUPS_OF[shape] = _GROUPS.findall(shape)
+    return groups
+
+
+_GROUPS_OF: dict[str, list[str]] = {}
 
 
 def _national_shape(region: str, nsn: str) -> str:
