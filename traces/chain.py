@@ -331,8 +331,6 @@ def anchor_run(request_id: str, tenant: str, run_head: tuple[int, str]) -> None:
         return
     with transaction.atomic(savepoint=False):
         head = _locked_head(tenant)
-        if AuditRunLink.objects.filter(request_id=request_id, run_sequence=run_sequence).exists():
-            return
         link = AuditRunLink(
             tenant=tenant,
             sequence=head.sequence + 1,
@@ -343,7 +341,11 @@ def anchor_run(request_id: str, tenant: str, run_head: tuple[int, str]) -> None:
             created_at=timezone.now(),
         )
         link.hash = hash_of_link(link)
-        link.save(force_insert=True)
+        linked = insert_rows(
+            [link], ignore_conflicts=True, unique_fields=("request_id", "run_sequence")
+        )
+        if not linked:
+            return  # that run head is linked already (its unique constraint)
         AuditChainHead.objects.filter(pk=head.pk).update(
             sequence=link.sequence,
             hash=link.hash,

@@ -20,10 +20,15 @@ from django.db import connection
 from django.db.models import Model
 
 
-def insert_rows(objs: Sequence[Model], ignore_conflicts: bool = False) -> None:
-    """One multi-row INSERT of ``objs`` (instances of one model), ids left to the database."""
+def insert_rows(
+    objs: Sequence[Model], ignore_conflicts: bool = False, unique_fields: Sequence[str] = ()
+) -> int:
+    """One multi-row INSERT of ``objs`` (instances of one model), ids left to the database.
+    ``ignore_conflicts``: rows that would break a unique constraint (the one on
+    ``unique_fields`` only, when named) are skipped. Returns how many rows went in — inside
+    ``sent_together`` that is not known yet: -1."""
     if not objs:
-        return
+        return 0
     meta = type(objs[0])._meta
     fields = [
         field
@@ -36,8 +41,10 @@ def insert_rows(objs: Sequence[Model], ignore_conflicts: bool = False) -> None:
         f"({', '.join(quote(field.column) for field in fields)}) VALUES "
     )
     row = f"({', '.join(['%s'] * len(fields))})"
-    tail = " ON CONFLICT DO NOTHING" if ignore_conflicts else ""
+    target = f" ({', '.join(quote(meta.get_field(name).column) for name in unique_fields)})"
+    tail = f" ON CONFLICT{target if unique_fields else ''} DO NOTHING" if ignore_conflicts else ""
     size = connection.ops.bulk_batch_size(fields, objs) or len(objs)
+    inserted = 0
     with connection.cursor() as cursor:
         for start in range(0, len(objs), size):
             batch = objs[start : start + size]
@@ -47,6 +54,11 @@ def insert_rows(objs: Sequence[Model], ignore_conflicts: bool = False) -> None:
                 for field in fields
             ]
             cursor.execute(f"{head}{', '.join([row] * len(batch))}{tail}", params)
+            if cursor.rowcount < 0:
+                inserted = -1
+            elif inserted >= 0:
+                inserted += cursor.rowcount
+    return inserted
 
 
 @contextmanager

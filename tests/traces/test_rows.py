@@ -15,18 +15,18 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def span(sequence: int, **fields) -> Span:
     now = timezone.now()
-    return Span(
-        request_id="r" * 32,
-        tenant="acme",
-        span_id=f"{sequence:016x}",
-        sequence=sequence,
-        kind="tool_call",
-        name=f"call {sequence}",
-        started_at=now,
-        ended_at=now + timedelta(milliseconds=5),
-        duration_ms=5.0,
-        **fields,
-    )
+    values = {
+        "request_id": "r" * 32,
+        "tenant": "acme",
+        "span_id": f"{sequence:016x}",
+        "sequence": sequence,
+        "kind": "tool_call",
+        "name": f"call {sequence}",
+        "started_at": now,
+        "ended_at": now + timedelta(milliseconds=5),
+        "duration_ms": 5.0,
+    }
+    return Span(**(values | fields))
 
 
 def test_rows_are_written_whole_in_one_statement():
@@ -89,3 +89,25 @@ def test_writes_sent_together_are_committed_with_their_transaction():
 
     assert Span.objects.count() == 1
     assert Fingerprint.objects.count() == 1
+
+
+def test_the_count_of_rows_inserted_is_returned_and_a_named_constraint_alone_is_skipped():
+    row = dict(request_id="r" * 32, tenant="acme", kind="email", digest="d" * 64)
+    assert insert_rows([Fingerprint(**row), Fingerprint(**{**row, "digest": "e" * 64})]) == 2
+
+    skipped = insert_rows(
+        [Fingerprint(**row)],
+        ignore_conflicts=True,
+        unique_fields=("request_id", "kind", "digest"),
+    )
+
+    assert skipped == 0
+    assert Fingerprint.objects.count() == 2
+
+
+def test_a_conflict_on_another_constraint_than_the_named_one_is_an_error():
+    insert_rows([span(1)])
+    same_span_id = span(2, span_id=f"{1:016x}")  # span_id is unique, sequence is not taken
+
+    with pytest.raises(IntegrityError):
+        insert_rows([same_span_id], ignore_conflicts=True, unique_fields=("request_id", "sequence"))
