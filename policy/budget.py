@@ -317,7 +317,7 @@ def save_run_ledger(ledger: RunLedger, elapsed_ms: int, ended: bool) -> None:
             "wall_time_ms": F("wall_time_ms") + max(0, elapsed_ms),
             "updated_at": now,
         }
-        # The day's row exists but on a day's first segment: update first, create if missing.
+        # The day's row exists except at the day's first segment: update, create it if missing.
         if not BudgetLedger.objects.filter(key=_day_key(ledger.tenant)).update(**day_added):
             day_key = _ensure_day_row(ledger.tenant)
             BudgetLedger.objects.filter(key=day_key).update(**day_added)
