@@ -12,7 +12,10 @@ gave up on). A call executed again with the same key returns the stored result w
 running the handler. If an earlier execution never recorded its end (the process died
 between the handler's effect and the store write), an idempotent tool runs again with the same
 key — its handler deduplicates by the key, which is what declaring ``idempotent`` promises —
-while a non-idempotent one gets ``outcome_unknown`` and is not run a second time.
+while a non-idempotent one gets ``outcome_unknown`` and is not run a second time. A caller
+that knows none of its keys ran before (a run's first drive: ``first_execution``) spares an
+idempotent call the row written before it runs: its row is written once, with its outcome —
+were the process to die in between, running it again is what ``idempotent`` allows.
 
 Retries: a ``TransientToolError`` is retried with backoff within the timeout, only for
 idempotent tools; non-idempotent tools are never retried automatically.
@@ -35,6 +38,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
@@ -45,7 +49,7 @@ from django.utils import timezone
 from tools.errors import ToolCallError, ToolErrorCode, ToolHandlerError
 from tools.models import ExecutionStatus, ToolExecution
 from tools.registry import ToolDefinition
-from traces.services import seal, unseal
+from traces.services import insert_rows, seal, unseal
 
 RETRY_BACKOFF_S = 0.2
 
@@ -107,21 +111,33 @@ def execute_tool_calls(
     calls: Sequence[PlannedCall],
     on_start: Callable[[int], None] | None = None,
     on_finish: Callable[[int, ToolOutcome], None] | None = None,
-    store: Callable[[int, ToolOutcome], None] | None = None,
+    store: Callable[[PlannedCall, int, ToolOutcome], None] | None = None,
+    first_execution: bool = False,
 ) -> list[ToolOutcome]:
     """Execute a step's calls; return their outcomes in the order of ``calls``.
 
     ``on_start(i)`` and ``on_finish(i, outcome)`` are called in the caller's thread as call
     ``i`` is handed to a worker and as its outcome is known (for spans and audit records).
     Side effects: whatever the handlers do, and one ``ToolExecution`` row per call. Each
-    outcome is stored under its key at once, or handed to ``store(record_id, outcome)`` —
-    the run engine writes it with the step that records the result (``store_outcome``): until
+    outcome is stored under its key at once, or handed to ``store(call, record_id, outcome)``
+    — the run engine writes it with the step that records the result (``store_outcome``): until
     then the execution reads as started, which is what it is if that step never commits.
+    ``first_execution``: no call's key was executed before, so an idempotent call is not
+    recorded as started (``record_id`` 0: its row is written with the outcome).
     """
     outcomes: list[ToolOutcome | None] = [None] * len(calls)
     limit = settings.HARNESS_TOOL_PARALLELISM_PER_RUN
     for group in _groups(calls):
-        _run_group(calls, group, limit, outcomes, on_start, on_finish, store or store_outcome)
+        _run_group(
+            calls,
+            group,
+            limit,
+            outcomes,
+            on_start,
+            on_finish,
+            store or store_outcome,
+            first_execution,
+        )
     return [outcome for outcome in outcomes if outcome is not None]
 
 
@@ -169,7 +185,8 @@ def _run_group(
     outcomes: list[ToolOutcome | None],
     on_start: Callable[[int], None] | None,
     on_finish: Callable[[int, ToolOutcome], None] | None,
-    store: Callable[[int, ToolOutcome], None],
+    store: Callable[[PlannedCall, int, ToolOutcome], None],
+    first_execution: bool,
 ) -> None:
     def settle(index: int, outcome: ToolOutcome) -> None:
         outcomes[index] = outcome
@@ -185,7 +202,10 @@ def _run_group(
                 on_start(index)
             started = time.monotonic()
             try:
-                record_id, stored = _claim(calls[index])
+                if first_execution and calls[index].tool.idempotent:
+                    record_id, stored = 0, None  # recorded with its outcome only
+                else:
+                    record_id, stored = _claim(calls[index])
             except DatabaseError as exc:  # not recorded, so not run: still data, not a raise
                 record_id, stored = 0, _failure(calls[index].tool, exc, attempts=0)
             if stored is not None:
@@ -204,10 +224,10 @@ def _run_group(
                 continue
             del running[future]
             if future.done() or not state.abandon():
-                outcome = _collect(future, calls[state.index].tool, state.record_id, store)
+                outcome = _collect(future, calls[state.index], state, store)
             else:
                 never_started = future.cancel()
-                if never_started:  # nothing ran: a later execution of this key may run it
+                if never_started and state.record_id:  # nothing ran: a later one may run it
                     ToolExecution.objects.filter(pk=state.record_id).delete()
                 outcome = _timed_out(calls[state.index].tool, state.started, never_started)
             outcome.duration_ms = _elapsed_ms(state.started)
@@ -230,19 +250,22 @@ def _timed_out(tool: ToolDefinition, started: float, never_started: bool) -> Too
 
 def _collect(
     future: Future[ToolOutcome],
-    tool: ToolDefinition,
-    record_id: int,
-    store: Callable[[int, ToolOutcome], None],
+    call: PlannedCall,
+    state: _Running,
+    store: Callable[[PlannedCall, int, ToolOutcome], None],
 ) -> ToolOutcome:
     """The worker's outcome, stored under the call's key. Never raises."""
     try:
         outcome = future.result()
     except Exception as exc:
-        return _failure(tool, exc, attempts=0)
+        return _failure(call.tool, exc, attempts=0)
+    outcome.duration_ms = _elapsed_ms(state.started)
     try:
-        store(record_id, outcome)
+        store(call, state.record_id, outcome)
     except DatabaseError:
-        logger.exception("could not store the outcome of %s (record %s)", tool.name, record_id)
+        logger.exception(
+            "could not store the outcome of %s (record %s)", call.tool.name, state.record_id
+        )
     return outcome
 
 
@@ -276,16 +299,33 @@ def _claim(call: PlannedCall) -> tuple[int, ToolOutcome | None]:
     return record.pk, _stored_outcome(call.tool, record)
 
 
-def store_outcome(record_id: int, outcome: ToolOutcome) -> None:
-    """Record how an execution ended under its key (one UPDATE)."""
-    ToolExecution.objects.filter(pk=record_id).update(
-        status=ExecutionStatus.SUCCEEDED if outcome.ok else ExecutionStatus.FAILED,
-        sealed_outcome=seal(
-            {"result": outcome.result, "error": outcome.error.to_dict() if outcome.error else None}
-        ),
-        attempts=F("attempts") + outcome.attempts,
-        finished_at=timezone.now(),
+def store_outcome(call: PlannedCall, record_id: int, outcome: ToolOutcome) -> None:
+    """Record how an execution ended under its key: one UPDATE of the row written when it
+    started, or (``record_id`` 0: none was) one INSERT. Reads nothing back."""
+    status = ExecutionStatus.SUCCEEDED if outcome.ok else ExecutionStatus.FAILED
+    sealed = seal(
+        {"result": outcome.result, "error": outcome.error.to_dict() if outcome.error else None}
     )
+    now = timezone.now()
+    if record_id:
+        ToolExecution.objects.filter(pk=record_id).update(
+            status=status,
+            sealed_outcome=sealed,
+            attempts=F("attempts") + outcome.attempts,
+            finished_at=now,
+        )
+        return
+    record = ToolExecution(
+        idempotency_key=call.context.idempotency_key,
+        tenant=call.context.tenant,
+        tool=call.tool.name,
+        status=status,
+        sealed_outcome=sealed,
+        attempts=outcome.attempts,
+        started_at=now - timedelta(milliseconds=outcome.duration_ms),
+        finished_at=now,
+    )
+    insert_rows([record], ignore_conflicts=True, unique_fields=("idempotency_key",))
 
 
 def _run_in_worker(call: PlannedCall, state: _Running) -> ToolOutcome:
@@ -294,7 +334,7 @@ def _run_in_worker(call: PlannedCall, state: _Running) -> ToolOutcome:
     try:
         outcome = _attempt(call, state.deadline)
         if not state.finish():
-            store_outcome(state.record_id, outcome)  # a late result, kept for a re-execution
+            store_outcome(call, state.record_id, outcome)  # a late result, kept for later
         return outcome
     finally:
         # Pool threads outlive requests and tests: a connection a handler opened here would

@@ -5,6 +5,7 @@ task) finds its row and gets the stored result back instead of acting twice.
 """
 
 from django.db import models
+from django.utils import timezone
 
 
 class ExecutionStatus(models.TextChoices):
@@ -24,7 +25,8 @@ class ToolExecution(models.Model):
     # replayed call needs them in clear, and they may carry personal data.
     sealed_outcome = models.TextField(blank=True)
     attempts = models.PositiveIntegerField(default=0)
-    started_at = models.DateTimeField(auto_now_add=True)
+    # Set by the writer: the row may be written only when the execution ends.
+    started_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

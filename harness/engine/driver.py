@@ -151,6 +151,7 @@ def _drive(drive: Drive) -> Run:
         parent=drive.session_span,
         policy=drive.policy or DrivePolicy.load(run.tenant.slug, run.user_id, str(run.id)),
         guard=drive.guard,
+        first_drive=drive.lease.first,
     )
     while True:
         outcome = _between_steps(drive)

@@ -154,6 +154,8 @@ class CallScope:
     parent: OpenSpan
     policy: DrivePolicy
     guard: RunGuard
+    # The run's first drive: none of its calls was executed before (``Lease.first``).
+    first_drive: bool = False
 
 
 def declared_argument_pointers(calls: list[ToolCall], registry: ToolRegistry) -> dict[str, str]:
@@ -175,13 +177,13 @@ class Decided:
     held: list[ToolCall] = field(default_factory=list)
     allowed: list[tuple[ToolCall, PlannedCall]] = field(default_factory=list)
     # How each execution ended, to store under its key with the step that records it.
-    outcomes: list[tuple[int, ToolOutcome]] = field(default_factory=list)
+    outcomes: list[tuple[PlannedCall, int, ToolOutcome]] = field(default_factory=list)
 
     def store_outcomes(self) -> None:
         """Inside the step's transaction; reads nothing back (``StepWrites.inside_blind``)."""
         outcomes, self.outcomes = self.outcomes, []
-        for record_id, outcome in outcomes:
-            store_outcome(record_id, outcome)
+        for planned, record_id, outcome in outcomes:
+            store_outcome(planned, record_id, outcome)
 
 
 def decide_tool_calls(calls: Sequence[ToolCall], scope: CallScope) -> Decided:
@@ -218,7 +220,10 @@ def execute_decided(decided: Decided, scope: CallScope) -> None:
         [planned for _, planned in batch],
         on_start=on_start,
         on_finish=on_finish,
-        store=lambda record_id, outcome: decided.outcomes.append((record_id, outcome)),
+        store=lambda planned, record_id, outcome: decided.outcomes.append(
+            (planned, record_id, outcome)
+        ),
+        first_execution=scope.first_drive,
     )
 
 

@@ -23,6 +23,7 @@ pair = threading.Barrier(2)
 def reset() -> None:
     global _in_flight, max_in_flight, pair
     calls.clear()
+    recorded_when_run.clear()
     finished.clear()
     seen_keys.clear()
     release.set()  # let threads abandoned by an earlier test end
@@ -108,3 +109,15 @@ def _event(label: str) -> threading.Event:
 
 def big_record(arguments: dict[str, Any], context: Any) -> dict[str, Any]:
     return {"order_id": "O-0001", "state": "open", "log": "x" * 5000}
+
+
+recorded_when_run: list[bool] = []
+
+
+def note_if_recorded(arguments: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Notes whether the call's execution row existed when the handler ran."""
+    from tools.models import ToolExecution
+
+    key = context.idempotency_key
+    recorded_when_run.append(ToolExecution.objects.filter(idempotency_key=key).exists())
+    return {"ok": True}

@@ -166,7 +166,9 @@ def test_a_call_that_finds_every_tool_worker_busy_times_out_without_running(
     run_script, tool_dir, settings
 ):
     settings.HARNESS_TOOL_MAX_THREADS = 1
-    hung = tool(tool_dir, "hang", timeout_s=0.3)
+    # Not idempotent: its execution is recorded when it starts (an idempotent one, in a run's
+    # first drive, only when it ends).
+    hung = tool(tool_dir, "hang", timeout_s=0.3, idempotent=False, concurrency_safe=False)
 
     done = run_script([{"name": hung, "arguments": {}}] * 2, tools=[hung])
 

@@ -110,3 +110,34 @@ def test_a_timed_out_calls_late_result_is_stored_for_a_re_execution(tool_dir):
     assert record.status == "succeeded"
     assert again.result == {"released": True}
     assert handlers.calls["hang"] == 1
+
+
+@pytest.mark.parametrize("idempotent", [True, False])
+def test_a_first_execution_records_an_idempotent_call_with_its_outcome_only(tool_dir, idempotent):
+    from tools.services import PlannedCall, execute_tool_calls, store_outcome
+
+    tool = registered(tool_dir, "note_if_recorded", idempotent=idempotent)
+    call = PlannedCall(tool, {}, context())
+
+    [outcome] = execute_tool_calls([call], first_execution=True)
+
+    # Not idempotent: recorded as started before it runs, so a takeover never runs it twice.
+    assert handlers.recorded_when_run == [not idempotent]
+    record = ToolExecution.objects.get(idempotency_key="run-1:call_1_1")
+    assert (record.status, record.tool, record.attempts) == ("succeeded", tool.name, 1)
+    assert record.started_at <= record.finished_at
+    # Storing it again (a late result racing the step) leaves the one row.
+    store_outcome(call, 0, outcome)
+    assert ToolExecution.objects.filter(idempotency_key="run-1:call_1_1").count() == 1
+
+
+def test_a_later_execution_of_a_first_executions_key_replays_its_outcome(tool_dir):
+    from tools.services import PlannedCall, execute_tool_calls
+
+    tool = registered(tool_dir, "note_if_recorded", idempotent=True)
+    execute_tool_calls([PlannedCall(tool, {}, context())], first_execution=True)
+
+    [again] = execute_tool_calls([PlannedCall(tool, {}, context())])
+
+    assert handlers.recorded_when_run == [False]  # not run again
+    assert again.replayed is True
