@@ -64,10 +64,12 @@ def test_an_auditor_finds_a_run_by_request_id_and_reads_its_timeline(
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1280, "height": 900})
+        # The first response for each stylesheet (a fresh browser: a full 200); later pages
+        # may revalidate it and get 304 Not Modified.
         page.on(
             "response",
             lambda r: (
-                stylesheets.__setitem__(r.url.rsplit("/", 1)[-1], r.status)
+                stylesheets.setdefault(r.url.rsplit("/", 1)[-1], r.status)
                 if r.url.endswith(".css")
                 else None
             ),
