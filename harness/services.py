@@ -161,9 +161,7 @@ def create_run(tenant: Tenant, request: RunRequest) -> tuple[Run, bool]:
     request_id = uuid.uuid4().hex
     run_id = uuid.uuid4()
     limits = policy.tenant_limits(tenant.slug)
-    run_budget = policy.resolve_run_budget(
-        tenant.slug, _agent_budget(agent), request.budget, limits
-    )
+    run_budget = policy.resolve_run_budget(_agent_budget(agent), request.budget, limits)
     policy.admit_run(tenant.slug, str(run_id), limits)
     try:
         with transaction.atomic():

@@ -4,12 +4,8 @@ import only this one (and ``policy.errors``)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.db import transaction
 
-from policy import budget as _budget
-from policy import limits as _limits
 from policy.acl import (
     add_permission,
     assign_role,
@@ -56,6 +52,8 @@ from policy.budget import (
     open_run_budget,
     release_run_budget,
     reserve_day,
+    reserve_run,
+    resolve_run_budget,
     run_room,
     run_tool_limits,
     run_usage,
@@ -74,7 +72,6 @@ from policy.engine import (
 )
 from policy.limits import (
     SLOT_REFRESH_S,
-    LimitValues,
     admit_run,
     clear_limits,
     pace_model_call,
@@ -198,24 +195,3 @@ def bump_policy_version(tenant: str | None = None) -> int:
     process reloads them. Returns the tenant's new version (the highest, for all)."""
     with transaction.atomic():
         return bump_version(tenant) if tenant is not None else bump_all_versions()
-
-
-def resolve_run_budget(
-    tenant: str,
-    agent_budget: RunBudget,
-    requested: dict[str, Any] | None,
-    limits: LimitValues | None = None,
-) -> RunBudget:
-    """A run's limits: the agent's, lowered or raised by the request up to the tenant's
-    maximum. Raises ``BudgetAboveMaximum``. ``limits``: the tenant's, if already read."""
-    return _budget.resolve_run_budget(
-        agent_budget, requested, limits or _limits.tenant_limits(tenant)
-    )
-
-
-def reserve_run(
-    tenant: str, run_id: str, run_budget: RunBudget, limits: LimitValues | None = None
-) -> None:
-    """Budget-aware admission: reserve the run's own budget from the tenant's day, or raise
-    ``TenantBudgetExhausted`` (429). Call in the run's creating transaction."""
-    _budget.reserve_run(tenant, run_id, run_budget, limits or _limits.tenant_limits(tenant))
