@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from functools import cache
+from typing import Any
 
 from django.db import connection
 from django.db.models import Model
@@ -30,17 +32,8 @@ def insert_rows(
     if not objs:
         return 0
     meta = type(objs[0])._meta
-    fields = [
-        field
-        for field in meta.local_concrete_fields
-        if field is not meta.auto_field and not getattr(field, "generated", False)
-    ]
+    fields, head, row = _statement(type(objs[0]), connection.vendor)
     quote = connection.ops.quote_name
-    head = (
-        f"INSERT INTO {quote(meta.db_table)} "  # noqa: S608 (names from the model)
-        f"({', '.join(quote(field.column) for field in fields)}) VALUES "
-    )
-    row = f"({', '.join(['%s'] * len(fields))})"
     target = f" ({', '.join(quote(meta.get_field(name).column) for name in unique_fields)})"
     tail = f" ON CONFLICT{target if unique_fields else ''} DO NOTHING" if ignore_conflicts else ""
     size = connection.ops.bulk_batch_size(fields, objs) or len(objs)
@@ -59,6 +52,24 @@ def insert_rows(
             elif inserted >= 0:
                 inserted += cursor.rowcount
     return inserted
+
+
+@cache
+def _statement(model: type[Model], vendor: str) -> tuple[list[Any], str, str]:
+    """The model's written fields, the INSERT's head and one row's placeholders: the same for
+    every step, so made once per model (and database vendor, whose quoting they use)."""
+    meta = model._meta
+    fields = [
+        field
+        for field in meta.local_concrete_fields
+        if field is not meta.auto_field and not getattr(field, "generated", False)
+    ]
+    quote = connection.ops.quote_name
+    head = (
+        f"INSERT INTO {quote(meta.db_table)} "  # noqa: S608 (names from the model)
+        f"({', '.join(quote(field.column) for field in fields)}) VALUES "
+    )
+    return fields, head, f"({', '.join(['%s'] * len(fields))})"
 
 
 @contextmanager
