@@ -9,6 +9,7 @@ from django.test import Client
 
 from harness.models import ApiKey, Run, Session
 from harness.webhooks import UnsafeCallbackUrl, check_callback_url
+from policy.models import TenantLimits
 
 RUN = {"agent": "ticket-assistant", "user": "bob", "input": "hello", "mode": "async"}
 
@@ -149,6 +150,26 @@ def test_a_failed_create_leaves_no_session_behind(acme, settings):
     response = acme.post("/api/v1/runs", RUN | {"budget": {"max_tokens": 5000}})
     assert response.status_code == 400
     assert error_code(response) == "budget_above_maximum"
+    assert Session.objects.count() == sessions
+
+
+@pytest.mark.parametrize(
+    ("limits", "runs_before", "code"),
+    [
+        # refused by admission, before the run's transaction: a queued run holds the slot
+        ({"max_concurrent_runs": 1}, 1, "too_many_concurrent_runs"),
+        # refused inside the run's transaction, after its session was written
+        ({"daily_tokens": 1000}, 0, "tenant_budget_exhausted"),
+    ],
+)
+def test_a_create_refused_by_limits_leaves_no_session_behind(acme, limits, runs_before, code):
+    TenantLimits.objects.create(tenant="acme", **limits)
+    for _ in range(runs_before):
+        assert acme.post("/api/v1/runs", RUN).status_code == 202
+    sessions = Session.objects.count()
+    response = acme.post("/api/v1/runs", RUN | {"budget": {"max_tokens": 5000}})
+    assert response.status_code == 429, response.content
+    assert error_code(response) == code
     assert Session.objects.count() == sessions
 
 
