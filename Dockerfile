@@ -16,4 +16,6 @@ RUN DJANGO_SECRET_KEY=collectstatic-only python manage.py collectstatic --no-inp
 
 USER harness
 EXPOSE 8000
-CMD ["gunicorn", "harness.wsgi", "--bind", "0.0.0.0:8000", "--workers", "3", "--threads", "4", "--timeout", "120"]
+# ASGI (uvicorn workers), as docker-compose's web: a live event stream holds no thread (README
+# "Live events"); no persistent database connections under ASGI unless the operator sets them.
+CMD ["sh", "-c", "HARNESS_DB_CONN_MAX_AGE=${HARNESS_DB_CONN_MAX_AGE:-0} exec gunicorn harness.asgi:application -k uvicorn_worker.UvicornWorker --bind 0.0.0.0:8000 --workers 3 --timeout 120"]

@@ -84,6 +84,18 @@ def test_the_image_installs_the_runtime_requirements_only():
     assert "requirements-dev" not in dockerfile
 
 
+def test_the_image_and_compose_serve_the_api_over_asgi():
+    # Finding 2: under a threaded WSGI server each live event stream holds a thread; the
+    # image's own command (``docker run``) must not bring that back.
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    [image_command] = re.findall(r"^CMD (.+)$", dockerfile, re.MULTILINE)
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    for command in (image_command, " ".join(compose["services"]["web"]["command"])):
+        assert "harness.asgi:application" in command, command
+        assert "-k uvicorn_worker.UvicornWorker" in command, command
+        assert "wsgi" not in command, command
+
+
 def test_check_deploy_is_clean_under_the_compose_settings(tmp_path):
     env = {
         k: v
