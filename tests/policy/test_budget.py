@@ -191,6 +191,25 @@ def test_a_runs_budget_thresholds_are_announced_once_each(acme, agent_dir):
     assert BudgetAlert.objects.filter(period=f"run:{run['id']}").count() == 2
 
 
+def test_a_runs_cost_thresholds_are_announced_in_micro_usd(acme, agent_dir, settings):
+    TenantLimits.objects.create(tenant="acme", alert_thresholds=[20, 40])
+    agent = scripted_agent(agent_dir, LOOKUPS, max_cost_per_run_usd=3.0)
+    route = f"scripted:{next(agent_dir.parent.glob('script-*.json'))}"
+    # 0.001 USD a token: each model call (~740 tokens) is a quarter of the budget.
+    settings.HARNESS_ROUTES = {route: {"price": {"input": 1000.0, "output": 1000.0}}}
+
+    run = start(acme, agent, callback_url="http://127.0.0.1:9/hooks").json()
+
+    costs = [e for e in budget_events(run["id"]) if e["measure"] == "cost"]
+    assert [e["threshold"] for e in costs] == [20, 40]
+    assert {e["limit"] for e in costs} == {3_000_000}
+    assert costs[0]["used"] >= 600_000
+    deliveries = WebhookDelivery.objects.filter(run_id=run["id"], event_type="budget.threshold")
+    assert sorted(
+        d.payload["data"]["threshold"] for d in deliveries if d.payload["data"]["measure"] == "cost"
+    ) == [20, 40]
+
+
 def test_the_days_threshold_is_announced_by_the_first_run_to_cross_it_and_never_again(
     acme, agent_dir
 ):
