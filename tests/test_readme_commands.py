@@ -199,51 +199,6 @@ def test_make_run_prints_the_same_key_after_a_restart_and_it_still_works(demo):
     assert api(demo, "GET", "/api/v1/runs?limit=1")["results"] == []
 
 
-def test_the_readme_command_blocks_run_as_written(demo):
-    readme = README.read_text(encoding="utf-8")
-    blocks = command_blocks(readme)
-    headings = {block.heading for block in blocks}
-    # The parser still finds what it must: a README edit that hides a block fails here.
-    assert len(blocks) >= 10, [(b.heading, b.line) for b in blocks]
-    assert {
-        "Quickstart",
-        "Granting a scope",
-        "Approvals",
-        "What-if: preview a policy change before saving it",
-    } <= headings
-    assert any("webhook-receiver.py" in block.text for block in blocks)
-
-    receiver_port = str(free_port())
-    values = {"KEY": demo.key, "RUN": ""}
-    replacements = {
-        "http://127.0.0.1:8000": demo.url,
-        "localhost:8000": demo.url.removeprefix("http://"),
-        "hk_…": demo.key,
-        " var/": f" {demo.var}/",
-        "9100": receiver_port,
-        ".venv/bin/python": str(ROOT / ".venv" / "bin" / "python"),
-    }
-    session = ""  # variables set by earlier blocks, as in one terminal session
-    for block in blocks:
-        extra = {}
-        if "/approvals" in block.text:
-            held = hold_a_call(demo)
-            values["RUN"] = held["run_id"]
-            extra = {"call_1_1": held["call_id"], "9f2c…": held["arguments_sha256"]}
-        script = block.text
-        for placeholder, value in (replacements | extra).items():
-            script = script.replace(placeholder, value)
-        output = run_block(session + script, demo.env | values, block)
-        session += "".join(f"{line}\n" for line in script.splitlines() if ASSIGNMENT.match(line))
-        if block.heading == "Quickstart":
-            values["RUN"] = json.loads(output.strip().splitlines()[0])["id"]
-        if "webhook-receiver.py" in block.text:
-            events = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
-            verified = [e for e in events if e.get("verified")]
-            assert [e["type"] for e in verified] == ["run.succeeded"], output
-            assert verified[0]["data"]["status"] == "succeeded"
-
-
 def printed_scenarios(banner: str) -> list[tuple[str, str]]:
     """Each demo scenario's title and ``curl`` command, as ``make run`` printed them."""
     found = re.findall(
@@ -299,6 +254,7 @@ SCENARIO_TRUTHS = {
 }
 
 
+# Runs before the README's blocks, as a newcomer would: those edit the demo's policy.
 def test_every_printed_scenario_curl_answers_true_to_its_tools_twice(demo):
     scenarios = printed_scenarios(demo.banners[-1])
     assert [title for title, _ in scenarios] == list(SCENARIO_TRUTHS)
@@ -320,6 +276,51 @@ def test_every_printed_scenario_curl_answers_true_to_its_tools_twice(demo):
                 customer_says = outcomes["get_ticket_messages"]["result"]["messages"][0]["text"]
                 assert "only half of the duplicate charge" in customer_says
                 assert "send_external_email" not in outcomes  # refused before it ran
+
+
+def test_the_readme_command_blocks_run_as_written(demo):
+    readme = README.read_text(encoding="utf-8")
+    blocks = command_blocks(readme)
+    headings = {block.heading for block in blocks}
+    # The parser still finds what it must: a README edit that hides a block fails here.
+    assert len(blocks) >= 10, [(b.heading, b.line) for b in blocks]
+    assert {
+        "Quickstart",
+        "Granting a scope",
+        "Approvals",
+        "What-if: preview a policy change before saving it",
+    } <= headings
+    assert any("webhook-receiver.py" in block.text for block in blocks)
+
+    receiver_port = str(free_port())
+    values = {"KEY": demo.key, "RUN": ""}
+    replacements = {
+        "http://127.0.0.1:8000": demo.url,
+        "localhost:8000": demo.url.removeprefix("http://"),
+        "hk_…": demo.key,
+        " var/": f" {demo.var}/",
+        "9100": receiver_port,
+        ".venv/bin/python": str(ROOT / ".venv" / "bin" / "python"),
+    }
+    session = ""  # variables set by earlier blocks, as in one terminal session
+    for block in blocks:
+        extra = {}
+        if "/approvals" in block.text:
+            held = hold_a_call(demo)
+            values["RUN"] = held["run_id"]
+            extra = {"call_1_1": held["call_id"], "9f2c…": held["arguments_sha256"]}
+        script = block.text
+        for placeholder, value in (replacements | extra).items():
+            script = script.replace(placeholder, value)
+        output = run_block(session + script, demo.env | values, block)
+        session += "".join(f"{line}\n" for line in script.splitlines() if ASSIGNMENT.match(line))
+        if block.heading == "Quickstart":
+            values["RUN"] = json.loads(output.strip().splitlines()[0])["id"]
+        if "webhook-receiver.py" in block.text:
+            events = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
+            verified = [e for e in events if e.get("verified")]
+            assert [e["type"] for e in verified] == ["run.succeeded"], output
+            assert verified[0]["data"]["status"] == "succeeded"
 
 
 def hold_a_call(demo: Demo) -> dict:
