@@ -64,6 +64,9 @@ class Step:
 
     number: int
     model: dict[str, Any] | None = None
+    # Plan, then act: a planning call is shown as the plan it wrote (``None``: a usual step).
+    plan: list[str] | None = None
+    revised: bool = False
     seen: list[dict[str, Any]] = field(default_factory=list)
     new_messages: int = 0
     tools_offered: list[str] = field(default_factory=list)
@@ -108,6 +111,9 @@ def run_timeline(run: Run) -> Timeline:
             continue
         if span["kind"] == "model_call":
             step = Step(number=attributes.get("step") or len(timeline.steps) + 1, model=span)
+            if attributes.get("plan"):
+                step.plan = list(attributes.get("plan_steps") or [])
+                step.revised = bool(attributes.get("revision"))
             request = audit.get("model_request") or {}
             step.seen = [_message_view(m) for m in request.get("messages", [])]
             step.new_messages = max(len(step.seen) - seen_before, 0)

@@ -10,10 +10,11 @@ import os
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import quote
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from harness.models import Tenant
@@ -89,6 +90,20 @@ def demo_api_key(tenant: str = "acme", path: Path | None = None) -> DemoKey:
     with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
         handle.write(seal(issued.secret))
     return DemoKey(issued.secret, reused=False)
+
+
+def database_url() -> str:
+    """This process's database as a ``DATABASE_URL``: what the demo ticket desk's MCP server
+    must read. A stdio server inherits none of Harness's environment, so ``make run`` hands it
+    this URL as the secret its configuration names (``tools/mcp/demo-servers.json``)."""
+    db = connection.settings_dict
+    if db["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{Path(db['NAME']).resolve()}"
+    auth = quote(db["USER"] or "", safe="")
+    if db.get("PASSWORD"):
+        auth += ":" + quote(db["PASSWORD"], safe="")
+    host = db.get("HOST") or "127.0.0.1"
+    return f"postgres://{auth}@{host}:{db.get('PORT') or 5432}/{quote(db['NAME'], safe='')}"
 
 
 def load_demo(admin_password: str) -> dict[str, int]:

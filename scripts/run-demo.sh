@@ -23,8 +23,13 @@ fi
 
 # The demo ticket desk also answers over MCP (tools/mcp/demo_server.py, started over stdio by
 # whichever process calls it first); its config names `python`, so the venv comes first.
+# A stdio server inherits none of Harness's environment: the configuration hands it the
+# database (wherever DATABASE_URL or HARNESS_VAR_DIR put it) as a secret.
 export PATH="$PWD/.venv/bin:$PATH"
 export HARNESS_MCP_CONFIG=${HARNESS_MCP_CONFIG:-tools/mcp/demo-servers.json}
+HARNESS_SECRET_DEMO_DESK_DATABASE_URL=$($PY manage.py shell -v 0 -c \
+  "from harness.demo import database_url; print(database_url())")
+export HARNESS_SECRET_DEMO_DESK_DATABASE_URL
 $PY manage.py check_tools >var/check-tools.log 2>&1 \
   || echo "check_tools reported problems (MCP drift?): see var/check-tools.log"
 

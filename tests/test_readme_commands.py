@@ -199,6 +199,85 @@ def test_make_run_prints_the_same_key_after_a_restart_and_it_still_works(demo):
     assert api(demo, "GET", "/api/v1/runs?limit=1")["results"] == []
 
 
+def printed_scenarios(banner: str) -> list[tuple[str, str]]:
+    """Each demo scenario's title and ``curl`` command, as ``make run`` printed them."""
+    found = re.findall(
+        r"^  \d+\. (.+)\n(?:.*\n)*?(  curl -s \S+/api/v1/runs .*\\\n.*)$", banner, re.M
+    )
+    return [(title, command.replace("\\\n", "")) for title, command in found]
+
+
+def tool_outcomes(demo: Demo, run: dict) -> dict[str, dict]:
+    """The audited outcome of each tool call of the run (the last call of each tool)."""
+    spans = api(demo, "GET", f"/api/v1/runs/{run['id']}/trace")["spans"]
+    return {s["name"]: s["audit"][0]["payload"] for s in spans if s["kind"] == "tool_call"}
+
+
+def finished_run(demo: Demo, run: dict) -> dict:
+    """A run held for approval, approved (by alice: not the run's user) and finished by the
+    worker; any other run as it is."""
+    if run["status"] != "awaiting_approval":
+        return run
+    [held] = api(demo, "GET", f"/api/v1/runs/{run['id']}/approvals")
+    decision = {"decision": "approve", "arguments_sha256": held["arguments_sha256"]}
+    path = f"/api/v1/runs/{run['id']}/approvals/{held['call_id']}"
+    api(demo, "POST", path, decision, **{"X-Harness-User": "alice"})
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        run = api(demo, "GET", f"/api/v1/runs/{run['id']}")
+        if run["status"] not in ("queued", "running", "awaiting_approval"):
+            return run
+        time.sleep(0.3)
+    pytest.fail(f"the worker did not finish the approved run {run['id']}")
+
+
+# Per scenario: what each tool must have answered, and what the answer must then say.
+SCENARIO_TRUTHS = {
+    "The ticket case": (
+        {"get_ticket": "ok", "update_ticket": "ok", "notify_user": "ok"},
+        "agent-li",
+    ),
+    "The ticket case, in Chinese": (
+        {"get_ticket": "ok", "update_ticket": "ok", "notify_user": "ok"},
+        "agent-li",
+    ),
+    "Personal data, masked everywhere": ({"get_ticket": "ok"}, "assigned to agent-chen"),
+    "An escalation held for approval": ({"update_ticket": "ok"}, "is now escalated"),
+    "A prompt-injected customer message, refused by the chain rule": (
+        {"get_ticket_messages": "ok", "get_customer": "ok"},
+        "only half of the duplicate charge",
+    ),
+    "A tool that fails, and an answer the honesty guard corrects": (
+        {"update_ticket": "error"},
+        "The tool update_ticket failed",
+    ),
+}
+
+
+# Runs before the README's blocks, as a newcomer would: those edit the demo's policy.
+def test_every_printed_scenario_curl_answers_true_to_its_tools_twice(demo):
+    scenarios = printed_scenarios(demo.banners[-1])
+    assert [title for title, _ in scenarios] == list(SCENARIO_TRUTHS)
+    for _ in range(2):  # the second time on the tickets the first one changed
+        for title, command in scenarios:
+            printed = subprocess.run(
+                ["bash", "-c", command], capture_output=True, text=True, check=True, timeout=120
+            )
+            run = finished_run(demo, json.loads(printed.stdout))
+            outcomes = tool_outcomes(demo, run)
+            statuses, said = SCENARIO_TRUTHS[title]
+            assert {tool: outcomes[tool]["status"] for tool in statuses} == statuses, (
+                title,
+                outcomes,
+            )
+            assert run["status"] == "succeeded", (title, run)
+            assert said in run["answer"], (title, run["answer"])
+            if "prompt-injected" in title:
+                customer_says = outcomes["get_ticket_messages"]["result"]["messages"][0]["text"]
+                assert "only half of the duplicate charge" in customer_says
+                assert "send_external_email" not in outcomes  # refused before it ran
+
+
 def test_the_readme_command_blocks_run_as_written(demo):
     readme = README.read_text(encoding="utf-8")
     blocks = command_blocks(readme)

@@ -15,7 +15,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from harness.services import execute_run as resume_run
-from tests.tools.mcp_support import mcp_setup, stdio_server  # noqa: F401  (fixtures)
+from tests.tools.mcp_support import mcp_setup, use_demo_servers  # noqa: F401  (fixtures)
 from tools.demo.models import OutboxEmail
 from traces.queries import find_runs_by_identifier
 
@@ -29,10 +29,10 @@ README = (Path(settings.BASE_DIR) / "README.md").read_text("utf-8")
 
 
 @pytest.fixture
-def demo_desk(mcp_setup, transactional_db):
-    """The demo's MCP configuration: the ticket desk server over stdio, as ``tickets``."""
-    mcp_setup.servers["tickets"] = stdio_server("tools.mcp.demo_server", mcp_setup.state)
-    mcp_setup.write_config()
+def demo_desk(mcp_setup, transactional_db, settings, monkeypatch):
+    """The demo's own MCP configuration (``tools/mcp/demo-servers.json``): the ticket desk
+    server over stdio, as ``tickets``, reading the test database."""
+    use_demo_servers(settings, monkeypatch)
     return mcp_setup
 
 

@@ -6,7 +6,9 @@ the configuration takes from a Harness secret, runs through POST /api/v1/runs.""
 
 import time
 
+from tests.factories import write_agent, write_script
 from tests.tools.mcp_support import (  # noqa: F401  (fixtures)
+    TEST_TOOLS,
     call,
     mcp_http,
     mcp_setup,
@@ -80,3 +82,23 @@ def test_calls_reach_a_restarted_server(acme, agent_dir, mcp_http):
 
 def _agent_of(run):
     return run["agent"]
+
+
+def test_a_server_that_dies_mid_call_over_http_is_reported_and_reached_once_back(
+    acme, agent_dir, mcp_http
+):
+    # Both agents are written before the first run (agent files are read at start-up).
+    script = write_script(agent_dir.parent, [{"tool_calls": [call("mcp_echo", text="back?")]}])
+    echoing = write_agent(agent_dir, model=f"scripted:{script}", tools=TEST_TOOLS)["name"]
+    crashed_run = finished(acme, agent_dir, [call("mcp_crash")])
+
+    [crashed] = tool_results(acme, crashed_run)
+    assert crashed["error"]["code"] == "mcp_unavailable"
+    assert mcp_http.http.process.wait(10) == 3  # the server died in the call
+    mcp_http.http.start()
+    echo = acme.post("/api/v1/runs", {"agent": echoing, "user": "alice", "input": "Go."})
+
+    assert tool_results(acme, echo.json())[0]["ok"] is True
+    [died] = mcp_http.log("crash")
+    [answered] = mcp_http.log("echo")
+    assert answered["pid"] != died["pid"]

@@ -1,6 +1,11 @@
 """Plan, then act: an agent with "strategy": "plan_execute" writes a plan before acting, follows
 it, and revises it once when a step fails."""
 
+import re
+
+from django.contrib.auth import get_user_model
+from django.test import Client
+
 from harness.models import Run, RunEvent
 from tests.runs import TICKET, agent_with, call, spans_of
 
@@ -51,6 +56,23 @@ def test_a_failed_step_revises_the_plan_once(acme, agent_dir):
     assert revised["steps"] == ["Try get_ticket instead", "Answer with what it says"]
     assert revised["reason"].startswith("always_fails: ")
     assert len(Run.objects.get(id=result["id"]).plans) == 2  # the second failure: no third
+
+
+def test_the_admin_timeline_shows_each_plan_as_a_plan_not_as_a_step(acme, agent_dir):
+    script = [PLAN, FAILING, REVISED, LOOKUP, {"text": "It is open."}]
+    result = run(acme, agent_with(agent_dir, script, strategy="plan_execute"))
+    operator = Client()
+    operator.force_login(get_user_model().objects.get(username="admin"))
+
+    page = operator.get(f"/admin/harness/run/{result['id']}/change/").content.decode()
+
+    plan = re.search(r"<h3>\s*Plan\s", page).start()
+    revised = re.search(r"<h3>\s*Revised plan\s", page).start()
+    assert page.count('class="timeline-step timeline-plan"') == 2
+    assert plan < page.index("<li>Look the ticket up with get_ticket</li>") < revised
+    assert revised < page.index("<li>Try get_ticket instead</li>")
+    # The steps keep their numbers, each once.
+    assert [page.count(f'id="step-{n}"') for n in (1, 2, 3)] == [1, 1, 1]
 
 
 def test_an_agent_without_the_strategy_writes_no_plan(acme, agent_dir):

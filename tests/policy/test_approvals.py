@@ -310,6 +310,23 @@ def test_an_approver_may_change_the_arguments_and_the_call_runs_with_them(acme, 
     assert "charged twice" in io["proposed_arguments"]
 
 
+def test_changed_arguments_run_only_as_the_approver_approved_them(acme, agent_dir):
+    run = paused_run(acme, agent_dir, [call("update_ticket", **ESCALATION), {"text": "Done."}])
+    decide(acme, run, "call_1_1", "approve", arguments_patch={"escalate_reason": "refund owed"})
+    # Someone with database access swaps the sealed edit after the decision.
+    approval = ToolApproval.objects.get()
+    approval.sealed_edited_arguments = seal(ESCALATION | {"escalate_reason": "swapped"})
+    approval.save(update_fields=["sealed_edited_arguments"])
+
+    finished = resume_run(run["id"])
+
+    assert finished.status == "succeeded"
+    [result] = tool_results(run["id"])
+    assert result["error"]["code"] == "approval_denied"
+    assert "could not be read back as approved" in result["error"]["message"]
+    assert Ticket.objects.get(tenant="acme", ticket_id=TICKET).escalate_reason == ""
+
+
 def test_changed_arguments_the_tool_refuses_are_not_approved(acme, agent_dir):
     run = paused_run(acme, agent_dir, [call("update_ticket", **ESCALATION), {"text": "Done."}])
 

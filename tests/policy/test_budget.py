@@ -1,8 +1,10 @@
 """The budget ledger: per-run and per-tenant-day tokens, cost, tool calls and wall time."""
 
-from harness.models import Run, RunEvent, WebhookDelivery
+from harness.models import Run, RunEvent, Tenant, WebhookDelivery
 from harness.services import execute_run as resume_run
+from harness.webhooks import deliver
 from policy.models import BudgetAlert, BudgetLedger, TenantLimits, ToolApproval
+from tests.e2e.test_webhooks import Receiver
 from tests.runs import TICKET, call, scripted_agent, start, tool_results
 
 # Distinct calls (search limits 1..n), so the repeated-call guard stays out of the way.
@@ -191,6 +193,25 @@ def test_a_runs_budget_thresholds_are_announced_once_each(acme, agent_dir):
     assert BudgetAlert.objects.filter(period=f"run:{run['id']}").count() == 2
 
 
+def test_a_runs_cost_thresholds_are_announced_in_micro_usd(acme, agent_dir, settings):
+    TenantLimits.objects.create(tenant="acme", alert_thresholds=[20, 40])
+    agent = scripted_agent(agent_dir, LOOKUPS, max_cost_per_run_usd=3.0)
+    route = f"scripted:{next(agent_dir.parent.glob('script-*.json'))}"
+    # 0.001 USD a token: each model call (~740 tokens) is a quarter of the budget.
+    settings.HARNESS_ROUTES = {route: {"price": {"input": 1000.0, "output": 1000.0}}}
+
+    run = start(acme, agent, callback_url="http://127.0.0.1:9/hooks").json()
+
+    costs = [e for e in budget_events(run["id"]) if e["measure"] == "cost"]
+    assert [e["threshold"] for e in costs] == [20, 40]
+    assert {e["limit"] for e in costs} == {3_000_000}
+    assert costs[0]["used"] >= 600_000
+    deliveries = WebhookDelivery.objects.filter(run_id=run["id"], event_type="budget.threshold")
+    assert sorted(
+        d.payload["data"]["threshold"] for d in deliveries if d.payload["data"]["measure"] == "cost"
+    ) == [20, 40]
+
+
 def test_the_days_threshold_is_announced_by_the_first_run_to_cross_it_and_never_again(
     acme, agent_dir
 ):
@@ -212,3 +233,23 @@ def test_the_days_threshold_is_announced_by_the_first_run_to_cross_it_and_never_
     [delivery] = WebhookDelivery.objects.filter(event_type="budget.threshold")
     assert delivery.url == "http://127.0.0.1:9/budget-alerts"
     assert delivery.payload["data"]["limit"] == 40_000
+
+
+def test_the_days_alert_reaches_the_tenants_alert_url_signed_once(acme, agent_dir, settings):
+    settings.HARNESS_WEBHOOK_ALLOWED_NETWORKS = ["127.0.0.1/32"]
+    receiver = Receiver(Tenant.objects.get(slug="acme").webhook_secret)
+    TenantLimits.objects.create(
+        tenant="acme", daily_tokens=40_000, alert_thresholds=[1], alert_url=receiver.url
+    )
+    agent = scripted_agent(agent_dir, [call("search_tickets", limit=1), {"text": "done"}])
+    try:
+        for _ in range(2):
+            start(acme, agent)
+            for delivery in WebhookDelivery.objects.filter(event_type="budget.threshold"):
+                deliver(delivery.id)  # what the worker's delivery task does
+    finally:
+        receiver.close()
+
+    [alert] = receiver.received  # verified against the tenant's webhook secret
+    assert alert["payload"]["type"] == "budget.threshold"
+    assert (alert["payload"]["data"]["threshold"], alert["payload"]["data"]["limit"]) == (1, 40_000)

@@ -8,6 +8,7 @@ Streamable HTTP, and the demo ticket desk ``tools.mcp.demo_server`` over stdio.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -20,23 +21,15 @@ from typing import Any
 
 import pytest
 from django.conf import settings as django_settings
-from django.db import connection
 
+from harness.demo import database_url
 from tests.factories import write_agent, write_script
 from tools.mcp.client import reset_pool
 
 BASE_DIR = Path(django_settings.BASE_DIR)
 PINNED_TEST_TOOLS = BASE_DIR / "tests" / "support" / "mcp_tools"
 TEST_TOOLS = sorted(path.stem for path in PINNED_TEST_TOOLS.glob("*.json"))
-
-
-def database_url() -> str:
-    """The test database, for server processes that read the demo desk."""
-    db = connection.settings_dict
-    if db["ENGINE"].endswith("sqlite3"):
-        return f"sqlite:///{db['NAME']}"
-    auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
-    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+DEMO_SERVERS = BASE_DIR / "tools" / "mcp" / "demo-servers.json"
 
 
 @dataclass
@@ -90,6 +83,17 @@ def mcp_stdio(mcp_setup: McpSetup, transactional_db: None) -> McpSetup:
     mcp_setup.servers["testdesk"] = stdio_server("tests.support.mcp_server", mcp_setup.state)
     mcp_setup.write_config()
     return mcp_setup
+
+
+def use_demo_servers(settings: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The demo's own MCP configuration, set up as ``make run`` does: ``python`` on ``PATH`` is
+    this one, and the secret ``DEMO_DESK_DATABASE_URL`` names this process's (test) database."""
+    settings.HARNESS_MCP_CONFIG = str(DEMO_SERVERS)
+    settings.HARNESS_SECRETS = {
+        **settings.HARNESS_SECRETS,
+        "DEMO_DESK_DATABASE_URL": database_url(),
+    }
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
 
 
 def free_port() -> int:

@@ -12,6 +12,8 @@ from django.conf import settings as django_settings
 from django.core.management import call_command
 from django.core.management.base import CommandError, SystemCheckError
 
+from tests.tools.mcp_support import use_demo_servers
+
 GOOD = {
     "name": "look_up_order",
     "description": "Look up one order by its id: items, state and delivery date.",
@@ -292,11 +294,7 @@ def test_the_projects_mcp_tool_matches_what_the_demo_server_advertises(
     from tools.mcp.client import reset_pool
 
     settings.HARNESS_TOOL_DIRS = [PROJECT_TOOLS]
-    settings.HARNESS_MCP_CONFIG = str(
-        Path(django_settings.BASE_DIR) / "tools/mcp/demo-servers.json"
-    )
-    # The demo configuration names `python`: the one running the tests.
-    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    use_demo_servers(settings, monkeypatch)
 
     try:
         output, failure = check_tools()

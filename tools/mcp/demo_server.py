@@ -7,7 +7,8 @@ tells it which tenant and user a call is for in the request's ``_meta`` (``harne
 
 By default it speaks MCP over stdio (the demo's ``tools/mcp/demo-servers.json`` starts it that
 way); ``--http PORT`` serves Streamable HTTP on ``127.0.0.1:PORT/mcp`` instead. Its database is
-the one Django's settings name (``DATABASE_URL``, else the embedded SQLite file).
+the one Django's settings name: ``DATABASE_URL`` (the demo's configuration passes Harness's own
+as the secret ``DEMO_DESK_DATABASE_URL``), else the embedded SQLite file.
 """
 
 from __future__ import annotations
