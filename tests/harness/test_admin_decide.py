@@ -4,6 +4,7 @@ masked."""
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 
 import pytest
@@ -206,6 +207,30 @@ def test_a_failed_run_says_why_before_its_metadata(acme):
     assert top < page.index("Deadline at")
     assert "The run&#x27;s token budget (100) is spent." in page[top:]
     assert 'class="run-status status-failed"' in page[top:]
+
+
+def test_a_runs_fields_open_on_the_run_not_on_the_engines_bookkeeping(acme):
+    acme.post("/api/v1/runs", {"agent": "ticket-assistant", "user": "bob", "input": "hello"})
+    run = Run.objects.get()
+    Run.objects.filter(pk=run.pk).update(status=RunStatus.FAILED, status_detail="It broke.")
+
+    page = page_of(staff("olga", "acme"), run)
+
+    fields = page[page.index("<fieldset") :]
+    labels = re.findall(r"<label>([^<:]+):</label>", fields)
+    assert labels[:4] == ["Request id", "Tenant", "Agent", "User id"], labels
+    assert "Tool call counts" in labels
+    assert "Lease token" not in labels
+    assert "Request digest" not in labels
+
+
+def test_every_field_of_a_run_is_placed_on_its_page_or_left_out_on_purpose():
+    # A field the admin does not name would be shown first, above the run's own fields.
+    from harness.admin import RunAdmin
+
+    editable = {f.name for f in Run._meta.concrete_fields if f.editable and not f.primary_key}
+
+    assert editable - {*RunAdmin.readonly_fields, *RunAdmin.exclude} == set()
 
 
 def test_a_succeeded_run_has_no_problem_banner(acme):
