@@ -339,3 +339,26 @@ def test_approving_with_edits_on_the_page_records_both_versions(held_run):
     assert approval.decided_by == "olga"
     assert approval.edited_arguments["escalate_reason"] == "customer asked for a refund"
     assert approval.arguments["escalate_reason"] == "call 138****5678"  # as held, masked
+
+
+def test_a_long_runs_steps_fold_and_it_opens_on_its_last_step(acme, agent_dir):
+    tickets = ["T-20250318-007", "T-20250320-011", "T-20250321-002", "T-20250319-001"]
+    lookups = [call("get_ticket", ticket_id=t) for t in tickets + tickets[:2]]
+    long = scripted_agent(agent_dir, [*lookups, {"text": "Looked them up."}], max_steps=10)
+    assert start(acme, long, user="bob").json()["status"] == "succeeded"
+    acme.post("/api/v1/runs", {"agent": "ticket-assistant", "user": "bob", "input": "hello"})
+    operator = staff("olga", "acme")
+    long_run = Run.objects.get(agent=long)
+    short_run = Run.objects.get(agent="ticket-assistant")
+
+    long_page = page_of(operator, long_run)
+    short_page = page_of(operator, short_run)
+
+    steps = re.findall(r'<details class="step"( open)?>', long_page)
+    assert len(steps) == long_run.steps == 7
+    assert steps == [""] * 6 + [" open"]  # folded, but for the last step
+    assert "expand all steps" in long_page
+    assert "collapse all" in long_page
+    short_steps = re.findall(r'<details class="step"( open)?>', short_page)
+    assert short_steps
+    assert short_steps == [" open"] * len(short_steps)  # a short run shows every step
