@@ -155,6 +155,8 @@ class RunAdmin(TenantScopedAdmin):
         "model_route",
         "steps",
         "max_steps",
+        "plans",
+        "tool_call_counts",
         "prompt_tokens",
         "completion_tokens",
         "cost_detail",
@@ -169,8 +171,12 @@ class RunAdmin(TenantScopedAdmin):
         "messages",
         "sealed",
         "idempotency_key",
+        # The engine's own bookkeeping: the driver's lease and the request's digest (for
+        # idempotency) say nothing to a reader, and would open the page above the run's fields.
         "lease_owner",
         "lease_expires_at",
+        "lease_token",
+        "request_digest",
         "cost_usd",  # shown as cost_detail: money, and the exact figure
     ]
 

@@ -5,8 +5,9 @@ The test does what `make run` does (migrate, load the demo, `scripts/run-demo.sh
 gunicorn and a real Celery worker) on embedded defaults in a temporary `var/` and on a free
 port, twice: the second start must print the same API key, and the first key must still work.
 Then it runs every command block of the README that talks to the server (each block that
-calls `curl`, and the one-machine callback recipe), in README order, in bash, with only these
-substitutions: the server's URL for `http://127.0.0.1:8000`, the printed key for `hk_…`, the
+calls `curl`, and the one-machine callback recipe) or runs an agent from the terminal
+(`manage.py run_agent`, on the same embedded database), in README order, in bash, with only
+these substitutions: the server's URL for `http://127.0.0.1:8000`, the printed key for `hk_…`, the
 temporary `var/` for `var/`, a free port for the receiver's `9100`, the held call's id and
 hash for `call_1_1` and `9f2c…`; `$KEY` and `$RUN` are set as the README says. Every `curl`
 must answer 2xx.
@@ -42,6 +43,10 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+# What makes a block one the test runs: it needs only the demo `make run` serves.
+RUNNABLE = ("curl ", "webhook-receiver.py", "manage.py run_agent")
+
+
 @dataclass
 class Block:
     heading: str
@@ -50,9 +55,10 @@ class Block:
 
 
 def command_blocks(readme: str) -> list[Block]:
-    """Fenced ``sh``/``bash``/``console`` blocks that call the server (``curl``) or run the
-    webhook receiver, with the nearest heading. ``console`` blocks keep their ``$`` commands
-    (and continuation lines), not the output shown under them."""
+    """Fenced ``sh``/``bash``/``console`` blocks that call the server (``curl``), run the
+    webhook receiver or run an agent from the terminal, with the nearest heading. ``console``
+    blocks keep their ``$`` commands (and continuation lines), not the output shown under
+    them."""
     blocks: list[Block] = []
     heading, fence, start, body = "", None, 0, []
     for number, line in enumerate(readme.splitlines(), start=1):
@@ -64,7 +70,7 @@ def command_blocks(readme: str) -> list[Block]:
             continue
         if line.startswith("```"):
             text = _commands(body) if fence == "console" else "\n".join(body)
-            runs_something = "curl " in text or "webhook-receiver.py" in text
+            runs_something = any(command in text for command in RUNNABLE)
             if fence in ("sh", "bash", "console") and runs_something:
                 blocks.append(Block(heading, start, text))
             fence = None
@@ -291,6 +297,7 @@ def test_the_readme_command_blocks_run_as_written(demo):
         "What-if: preview a policy change before saving it",
     } <= headings
     assert any("webhook-receiver.py" in block.text for block in blocks)
+    assert any("manage.py run_agent" in block.text for block in blocks)
 
     receiver_port = str(free_port())
     values = {"KEY": demo.key, "RUN": ""}
@@ -321,6 +328,8 @@ def test_the_readme_command_blocks_run_as_written(demo):
             verified = [e for e in events if e.get("verified")]
             assert [e["type"] for e in verified] == ["run.succeeded"], output
             assert verified[0]["data"]["status"] == "succeeded"
+        if "manage.py run_agent" in block.text:
+            assert "succeeded after" in output, output
 
 
 def hold_a_call(demo: Demo) -> dict:

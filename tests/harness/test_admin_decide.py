@@ -4,6 +4,7 @@ masked."""
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 
 import pytest
@@ -208,6 +209,30 @@ def test_a_failed_run_says_why_before_its_metadata(acme):
     assert 'class="run-status status-failed"' in page[top:]
 
 
+def test_a_runs_fields_open_on_the_run_not_on_the_engines_bookkeeping(acme):
+    acme.post("/api/v1/runs", {"agent": "ticket-assistant", "user": "bob", "input": "hello"})
+    run = Run.objects.get()
+    Run.objects.filter(pk=run.pk).update(status=RunStatus.FAILED, status_detail="It broke.")
+
+    page = page_of(staff("olga", "acme"), run)
+
+    fields = page[page.index("<fieldset") :]
+    labels = re.findall(r"<label>([^<:]+):</label>", fields)
+    assert labels[:4] == ["Request id", "Tenant", "Agent", "User id"], labels
+    assert "Tool call counts" in labels
+    assert "Lease token" not in labels
+    assert "Request digest" not in labels
+
+
+def test_every_field_of_a_run_is_placed_on_its_page_or_left_out_on_purpose():
+    # A field the admin does not name would be shown first, above the run's own fields.
+    from harness.admin import RunAdmin
+
+    editable = {f.name for f in Run._meta.concrete_fields if f.editable and not f.primary_key}
+
+    assert editable - {*RunAdmin.readonly_fields, *RunAdmin.exclude} == set()
+
+
 def test_a_succeeded_run_has_no_problem_banner(acme):
     acme.post("/api/v1/runs", {"agent": "ticket-assistant", "user": "bob", "input": "hello"})
 
@@ -314,3 +339,26 @@ def test_approving_with_edits_on_the_page_records_both_versions(held_run):
     assert approval.decided_by == "olga"
     assert approval.edited_arguments["escalate_reason"] == "customer asked for a refund"
     assert approval.arguments["escalate_reason"] == "call 138****5678"  # as held, masked
+
+
+def test_a_long_runs_steps_fold_and_it_opens_on_its_last_step(acme, agent_dir):
+    tickets = ["T-20250318-007", "T-20250320-011", "T-20250321-002", "T-20250319-001"]
+    lookups = [call("get_ticket", ticket_id=t) for t in tickets + tickets[:2]]
+    long = scripted_agent(agent_dir, [*lookups, {"text": "Looked them up."}], max_steps=10)
+    assert start(acme, long, user="bob").json()["status"] == "succeeded"
+    acme.post("/api/v1/runs", {"agent": "ticket-assistant", "user": "bob", "input": "hello"})
+    operator = staff("olga", "acme")
+    long_run = Run.objects.get(agent=long)
+    short_run = Run.objects.get(agent="ticket-assistant")
+
+    long_page = page_of(operator, long_run)
+    short_page = page_of(operator, short_run)
+
+    steps = re.findall(r'<details class="step"( open)?>', long_page)
+    assert len(steps) == long_run.steps == 7
+    assert steps == [""] * 6 + [" open"]  # folded, but for the last step
+    assert "expand all steps" in long_page
+    assert "collapse all" in long_page
+    short_steps = re.findall(r'<details class="step"( open)?>', short_page)
+    assert short_steps
+    assert short_steps == [" open"] * len(short_steps)  # a short run shows every step
