@@ -3,6 +3,7 @@ fingerprints from precomputed HMAC states, one expression per length for nationa
 numbers, the label and URL tests, checksums computed without the library's general code, and
 what a masker remembers within a run."""
 
+import hashlib
 import hmac
 import random
 import re
@@ -18,6 +19,8 @@ from stdnum.iso7064 import mod_97_10
 from stdnum.us import ssn
 
 from traces.masking import Masker, checks
+from traces.masking import emails as emails_module
+from traces.masking import kinds as kinds_module
 from traces.masking import masker as masker_module
 from traces.masking import numbers as numbers_module
 from traces.masking.kinds import fingerprint
@@ -31,6 +34,44 @@ def test_fingerprints_are_hmac_sha256_whatever_the_key_length(key):
         expected = hmac.digest(key, f"phone:{normalized}".encode(), "sha256").hex()
 
         assert fingerprint(key, "phone", normalized) == expected
+
+
+def test_fingerprints_are_the_same_with_the_ssl_libraries_sha256(monkeypatch):
+    expected = fingerprint(b"bench-key", "phone", "+8613812345678")
+    monkeypatch.setattr(kinds_module, "_sha256", hashlib.sha256)
+    kinds_module._hmac_states.cache_clear()
+    try:
+        assert fingerprint(b"bench-key", "phone", "+8613812345678") == expected
+    finally:
+        kinds_module._hmac_states.cache_clear()
+
+
+def _walked_emails(text: str) -> list[tuple[int, int]]:
+    """``find_emails`` with its local part found a character at a time (as it was)."""
+    spans: list[tuple[int, int]] = []
+    at = text.find("@")
+    while at != -1:
+        start = at
+        while start > 0 and text[start - 1] in emails_module._LOCAL:
+            start -= 1
+        domain = emails_module._DOMAIN.match(text, at + 1)
+        end = domain.end() if domain else at
+        if start < at and domain:
+            tld = text[text.rindex(".", at, end) + 1 : end]
+            if tld.isalpha() and not (spans and start < spans[-1][1]):
+                spans.append((start, end))
+        at = text.find("@", max(end, at + 1))
+    return spans
+
+
+def test_the_local_part_found_by_window_is_the_one_found_a_character_at_a_time():
+    rng = random.Random(13)  # noqa: S311 - reproducible test data
+    pieces = ["a", "Zh.", "wei", "_", "%", "+", "-", "9", " ", "中", "@", "example.com", ".cn", ","]
+    for _ in range(20000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))
+        if rng.random() < 0.1:  # local parts longer than the window, and at the text's start
+            text = "x" * rng.choice([79, 80, 81, 160, 161, 300]) + text
+        assert emails_module.find_emails(text) == _walked_emails(text), text
 
 
 def _national_candidates(rng: random.Random) -> list[str]:
