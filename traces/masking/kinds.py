@@ -57,7 +57,7 @@ def fingerprint(key: bytes, kind: str, normalized: str) -> str:
     the key's inner and outer hash states computed once: a third of the cost of ``hmac``.
     The states are CPython's own SHA-256 where it has one: copying an OpenSSL 3 hash object
     (twice a fingerprint) costs more than hashing the two blocks."""
-    inner, outer = _hmac_states(key)
+    inner, outer = hmac_states(key)
     inner = inner.copy()
     inner.update(f"{kind}:{normalized}".encode())
     outer = outer.copy()
@@ -66,7 +66,8 @@ def fingerprint(key: bytes, kind: str, normalized: str) -> str:
 
 
 @lru_cache(maxsize=64)
-def _hmac_states(key: bytes) -> tuple[Any, Any]:
+def hmac_states(key: bytes) -> tuple[Any, Any]:
+    """The hash states of ``key``'s inner and outer pads (copy them before updating)."""
     if len(key) > _SHA256_BLOCK:
         key = hashlib.sha256(key).digest()
     key = key.ljust(_SHA256_BLOCK, b"\0")
