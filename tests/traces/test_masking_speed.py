@@ -314,7 +314,7 @@ def test_amounts_and_addresses_are_turned_away_only_where_classification_would()
             start, end = match.span()
             before = text[start - 1] if start else " "
             if numbers_module._amount_or_address(match.group(0), before):
-                assert finder._classify(text, start, end, match.group(0)) is None, text
+                assert finder._classify(text, start, end, match.group(0), before) is None, text
                 checked += 1
     assert checked > 2000
 
@@ -328,3 +328,19 @@ def test_the_digit_groups_of_a_shape_are_those_of_the_expression_and_their_cache
     for shape in shapes:
         assert phones._groups(shape) == phones._GROUPS.findall(shape)
     assert len(phones._GROUPS_OF) <= 4097
+
+
+def test_the_iban_screen_turns_away_only_what_the_iban_search_would(monkeypatch):
+    rng = random.Random(13)  # noqa: S311 - reproducible test data
+    pieces = ["DE89", "GB82", "NL91", "YT12", "ID", " ", "WEST", "ABNA", "3704", "0044", "0532",
+              "0130", "00", "12", "X", "²", "\uff11", "-", "ab", "DE89 3704 0044 0532 0130 00",
+              "GB82 WEST 1234 5698 7654 32", "NL91ABNA0417164300"]  # fmt: skip
+    cases = []
+    for _ in range(20000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 9)))
+        cases += [(text, start) for start in range(len(text)) if text[start].isdigit()]
+    screened = [numbers_module.NumberFinder._iban_near(text, start) for text, start in cases]
+    monkeypatch.setattr(numbers_module, "_IBAN_HEAD", re.compile(""))  # screens nothing out
+
+    assert screened == [numbers_module.NumberFinder._iban_near(t, s) for t, s in cases]
+    assert sum(span is not None for span in screened) > 100
