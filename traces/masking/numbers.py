@@ -90,6 +90,8 @@ class NumberFinder:
         spans: list[Span] = []
         last_end = 0
         countries, word = _IBAN_COUNTRIES, _WORD
+        # Bound once: the loop runs for every run of digits in the text.
+        classify, unbroken, thousands = self._classify, _BREAK.search, _THOUSANDS.match
         for match in RUN.finditer(text):
             start, end = match.span()
             if start < last_end:
@@ -110,17 +112,17 @@ class NumberFinder:
                 elif before == "-" and text[start - 2] in word:
                     continue
             run = match.group(0)
-            if run.isdigit() or _BREAK.search(run) is None:
+            if run.isdigit() or unbroken(run) is None:
                 if (
                     before == ","
                     and start > 1
                     and text[start - 2].isdigit()
-                    and _THOUSANDS.match(text, start)
+                    and thousands(text, start)
                 ):
-                    continue  # "339,990.28": the thousands of an amount (as in _classify)
+                    continue  # "339,990.28": the thousands of an amount
                 if "." in run and _amount_or_address(run, before):
                     continue
-                span = self._classify(text, start, end, run, before)
+                span = classify(text, start, end, run, before)
                 if span is not None:
                     spans.append(span)
                     last_end = span[1]
