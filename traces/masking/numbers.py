@@ -60,6 +60,8 @@ _LABEL = re.compile(
     r"|#$"
 )
 _THOUSANDS = re.compile(r"\d{3}(?:\.\d|,\d{3}|[^\d]|$)")
+# The methods the number finder's loop calls for every run of digits, looked up once.
+_unbroken, _thousands = _BREAK.search, _THOUSANDS.match
 _URL_OR_TIME = frozenset(":/=?&")
 _URL_BOUNDS = " \n\"'<"
 _MASKED_FORM = re.compile(r"\[[a-z][a-z0-9_]{1,39}:$")
@@ -90,8 +92,6 @@ class NumberFinder:
         spans: list[Span] = []
         last_end = 0
         countries, word = _IBAN_COUNTRIES, _WORD
-        # Bound once: the loop runs for every run of digits in the text.
-        classify, unbroken, thousands = self._classify, _BREAK.search, _THOUSANDS.match
         for match in RUN.finditer(text):
             start, end = match.span()
             if start < last_end:
@@ -112,17 +112,17 @@ class NumberFinder:
                 elif before == "-" and text[start - 2] in word:
                     continue
             run = match.group(0)
-            if run.isdigit() or unbroken(run) is None:
+            if run.isdigit() or _unbroken(run) is None:
                 if (
                     before == ","
                     and start > 1
                     and text[start - 2].isdigit()
-                    and thousands(text, start)
+                    and _thousands(text, start)
                 ):
                     continue  # "339,990.28": the thousands of an amount
                 if "." in run and _amount_or_address(run, before):
                     continue
-                span = classify(text, start, end, run, before)
+                span = self._classify(text, start, end, run, before)
                 if span is not None:
                     spans.append(span)
                     last_end = span[1]
