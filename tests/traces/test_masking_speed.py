@@ -3,6 +3,7 @@ fingerprints from precomputed HMAC states, one expression per length for nationa
 numbers, the label and URL tests, checksums computed without the library's general code, and
 what a masker remembers within a run."""
 
+import hashlib
 import hmac
 import random
 import re
@@ -18,6 +19,8 @@ from stdnum.iso7064 import mod_97_10
 from stdnum.us import ssn
 
 from traces.masking import Masker, checks
+from traces.masking import emails as emails_module
+from traces.masking import kinds as kinds_module
 from traces.masking import masker as masker_module
 from traces.masking import numbers as numbers_module
 from traces.masking.kinds import fingerprint
@@ -31,6 +34,45 @@ def test_fingerprints_are_hmac_sha256_whatever_the_key_length(key):
         expected = hmac.digest(key, f"phone:{normalized}".encode(), "sha256").hex()
 
         assert fingerprint(key, "phone", normalized) == expected
+        assert Masker(key).fingerprint("phone", normalized) == expected
+
+
+def test_fingerprints_are_the_same_with_the_ssl_libraries_sha256(monkeypatch):
+    expected = fingerprint(b"bench-key", "phone", "+8613812345678")
+    monkeypatch.setattr(kinds_module, "_sha256", hashlib.sha256)
+    kinds_module.hmac_states.cache_clear()
+    try:
+        assert fingerprint(b"bench-key", "phone", "+8613812345678") == expected
+    finally:
+        kinds_module.hmac_states.cache_clear()
+
+
+def _walked_emails(text: str) -> list[tuple[int, int]]:
+    """``find_emails`` with its local part found a character at a time (as it was)."""
+    spans: list[tuple[int, int]] = []
+    at = text.find("@")
+    while at != -1:
+        start = at
+        while start > 0 and text[start - 1] in emails_module._LOCAL:
+            start -= 1
+        domain = emails_module._DOMAIN.match(text, at + 1)
+        end = domain.end() if domain else at
+        if start < at and domain:
+            tld = text[text.rindex(".", at, end) + 1 : end]
+            if tld.isalpha() and not (spans and start < spans[-1][1]):
+                spans.append((start, end))
+        at = text.find("@", max(end, at + 1))
+    return spans
+
+
+def test_the_local_part_found_by_window_is_the_one_found_a_character_at_a_time():
+    rng = random.Random(13)  # noqa: S311 - reproducible test data
+    pieces = ["a", "Zh.", "wei", "_", "%", "+", "-", "9", " ", "中", "@", "example.com", ".cn", ","]
+    for _ in range(20000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))
+        if rng.random() < 0.1:  # local parts longer than the window, and at the text's start
+            text = "x" * rng.choice([79, 80, 81, 160, 161, 300]) + text
+        assert emails_module.find_emails(text) == _walked_emails(text), text
 
 
 def _national_candidates(rng: random.Random) -> list[str]:
@@ -211,9 +253,9 @@ def test_the_national_id_shortcuts_agree_with_stdnum(check, library, make):
 
 def test_a_value_masked_again_in_a_run_is_not_fingerprinted_again(monkeypatch):
     calls = []
-    real = masker_module.fingerprint
-    monkeypatch.setattr(masker_module, "fingerprint", lambda *a: calls.append(a) or real(*a))
     masker = Masker(b"test-key")
+    real = masker.fingerprint
+    monkeypatch.setattr(masker, "fingerprint", lambda *a: calls.append(a) or real(*a))
 
     first = masker.mask_text("call 13812345678 or mail zhang.wei@example.com")
     again = masker.mask_text("call 13812345678 or mail zhang.wei@example.com")
@@ -272,7 +314,7 @@ def test_amounts_and_addresses_are_turned_away_only_where_classification_would()
             start, end = match.span()
             before = text[start - 1] if start else " "
             if numbers_module._amount_or_address(match.group(0), before):
-                assert finder._classify(text, start, end, match.group(0)) is None, text
+                assert finder._classify(text, start, end, match.group(0), before) is None, text
                 checked += 1
     assert checked > 2000
 
@@ -286,3 +328,19 @@ def test_the_digit_groups_of_a_shape_are_those_of_the_expression_and_their_cache
     for shape in shapes:
         assert phones._groups(shape) == phones._GROUPS.findall(shape)
     assert len(phones._GROUPS_OF) <= 4097
+
+
+def test_the_iban_screen_turns_away_only_what_the_iban_search_would(monkeypatch):
+    rng = random.Random(13)  # noqa: S311 - reproducible test data
+    pieces = ["DE89", "GB82", "NL91", "YT12", "ID", " ", "WEST", "ABNA", "3704", "0044", "0532",
+              "0130", "00", "12", "X", "²", "\uff11", "-", "ab", "DE89 3704 0044 0532 0130 00",
+              "GB82 WEST 1234 5698 7654 32", "NL91ABNA0417164300"]  # fmt: skip
+    cases = []
+    for _ in range(20000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 9)))
+        cases += [(text, start) for start in range(len(text)) if text[start].isdigit()]
+    screened = [numbers_module.NumberFinder._iban_near(text, start) for text, start in cases]
+    monkeypatch.setattr(numbers_module, "_IBAN_HEAD", re.compile(""))  # screens nothing out
+
+    assert screened == [numbers_module.NumberFinder._iban_near(t, s) for t, s in cases]
+    assert sum(span is not None for span in screened) > 100

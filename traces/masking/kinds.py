@@ -54,8 +54,10 @@ def _digits_of(value: str) -> str:
 
 def fingerprint(key: bytes, kind: str, normalized: str) -> str:
     """``HMAC-SHA256(key, "<kind>:<normalized>")`` in hex (RFC 2104, as ``hmac.digest``), from
-    the key's inner and outer hash states computed once: a third of the cost of ``hmac``."""
-    inner, outer = _hmac_states(key)
+    the key's inner and outer hash states computed once: a third of the cost of ``hmac``.
+    The states are CPython's own SHA-256 where it has one: copying an OpenSSL 3 hash object
+    (twice a fingerprint) costs more than hashing the two blocks."""
+    inner, outer = hmac_states(key)
     inner = inner.copy()
     inner.update(f"{kind}:{normalized}".encode())
     outer = outer.copy()
@@ -64,17 +66,22 @@ def fingerprint(key: bytes, kind: str, normalized: str) -> str:
 
 
 @lru_cache(maxsize=64)
-def _hmac_states(key: bytes) -> tuple[Any, Any]:
+def hmac_states(key: bytes) -> tuple[Any, Any]:
+    """The hash states of ``key``'s inner and outer pads (copy them before updating)."""
     if len(key) > _SHA256_BLOCK:
         key = hashlib.sha256(key).digest()
     key = key.ljust(_SHA256_BLOCK, b"\0")
-    return (
-        hashlib.sha256(key.translate(_IPAD)),
-        hashlib.sha256(key.translate(_OPAD)),
-    )
+    return (_sha256(key.translate(_IPAD)), _sha256(key.translate(_OPAD)))
 
 
 _SHA256_BLOCK = 64
+try:  # CPython's built-in SHA-256 (3.12+: _sha2; before: _sha256); same digests as OpenSSL's
+    from _sha2 import sha256 as _sha256
+except ImportError:  # pragma: no cover - depends on the Python version
+    try:
+        from _sha256 import sha256 as _sha256
+    except ImportError:
+        _sha256 = hashlib.sha256
 _IPAD = bytes(x ^ 0x36 for x in range(256))
 _OPAD = bytes(x ^ 0x5C for x in range(256))
 

@@ -21,7 +21,7 @@ from typing import Any
 from traces.masking.detectors import SECRET_KINDS, TEXT_DETECTORS
 from traces.masking.emails import find_emails
 from traces.masking.gate import NeedleGate
-from traces.masking.kinds import FINGERPRINTED_KINDS, fingerprint, mask, normalize
+from traces.masking.kinds import FINGERPRINTED_KINDS, hmac_states, mask, normalize
 from traces.masking.numbers import NumberFinder, Span
 from traces.masking.phones import DEFAULT_REGIONS, PhoneValidator
 from traces.masking.plugins import configured_detectors, registered_kind, tenant_detectors
@@ -75,6 +75,7 @@ class Masker:
         tenant: str | None = None,
     ) -> None:
         self._key = key
+        self._inner, self._outer = hmac_states(key)
         self._known: dict[str, str] = {}
         self._known_pattern: re.Pattern[str] | None = None
         self._memo: dict[str, str] = {}
@@ -160,9 +161,9 @@ class Masker:
             return masked
         digest = ""
         if kind in _FINGERPRINTED:
-            normalized = normalized or normalize(kind, value) or value.strip()
-            digest = fingerprint(self._key, kind, normalized)
-            self._found.setdefault((kind, digest), None)
+            if not normalized:
+                normalized = normalize(kind, value) or value.strip()
+            digest = self.fingerprint(kind, normalized)
         elif kind not in SECRET_KINDS:
             plugin = registered_kind(kind)  # may change: not remembered
             return plugin.mask_value(self, value) if plugin else mask(kind, value, digest)
@@ -174,8 +175,13 @@ class Masker:
 
     def fingerprint(self, kind: str, normalized: str) -> str:
         """Record and return the fingerprint of a value of ``kind`` (for extra detectors)."""
-        digest = fingerprint(self._key, kind, normalized)
-        self._found.setdefault((kind, digest), None)
+        # kinds.fingerprint, from the key's states this masker holds.
+        inner = self._inner.copy()
+        inner.update(f"{kind}:{normalized}".encode())
+        outer = self._outer.copy()
+        outer.update(inner.digest())
+        digest = outer.hexdigest()
+        self._found[kind, digest] = None  # a key already there keeps its place
         return digest
 
     def _mask_declared(self, value: Any, sensitive: Mapping[str, str]) -> Any:

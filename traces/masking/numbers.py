@@ -49,6 +49,7 @@ _CARD_SHAPE = re.compile(
 _RESIDENT = re.compile(r"\d{17}[\dXx]|\d{6} \d{8} \d{3}[\dXx]")
 _IBAN = re.compile(r"[A-Z]{2}\d\d(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?(?![A-Za-z0-9])")
 _IBAN_COUNTRIES = frozenset(checks.IBAN_COUNTRIES)
+_IBAN_HEAD = re.compile(r"[A-Z]{2}\d\d")
 _NINO_BEFORE = re.compile(r"(?<![A-Za-z0-9])[A-Z]{2} ?$")
 _NINO_AFTER = re.compile(r" ?[A-D](?![A-Za-z0-9])")
 _LABEL = re.compile(
@@ -59,6 +60,8 @@ _LABEL = re.compile(
     r"|#$"
 )
 _THOUSANDS = re.compile(r"\d{3}(?:\.\d|,\d{3}|[^\d]|$)")
+# The methods the number finder's loop calls for every run of digits, looked up once.
+_unbroken, _thousands = _BREAK.search, _THOUSANDS.match
 _URL_OR_TIME = frozenset(":/=?&")
 _URL_BOUNDS = " \n\"'<"
 _MASKED_FORM = re.compile(r"\[[a-z][a-z0-9_]{1,39}:$")
@@ -109,44 +112,48 @@ class NumberFinder:
                 elif before == "-" and text[start - 2] in word:
                     continue
             run = match.group(0)
-            if run.isdigit() or _BREAK.search(run) is None:
+            if run.isdigit() or _unbroken(run) is None:
                 if (
                     before == ","
                     and start > 1
                     and text[start - 2].isdigit()
-                    and _THOUSANDS.match(text, start)
+                    and _thousands(text, start)
                 ):
-                    continue  # "339,990.28": the thousands of an amount (as in _classify)
+                    continue  # "339,990.28": the thousands of an amount
                 if "." in run and _amount_or_address(run, before):
                     continue
-                span = self._classify(text, start, end, run)
+                span = self._classify(text, start, end, run, before)
                 if span is not None:
                     spans.append(span)
                     last_end = span[1]
                 continue
             # "718.951.1807 / 503-204-4660": two separators in a row end a value.
             for part in _PART.finditer(text, start, end):
-                if part.start() >= last_end and part.end() - part.start() >= 6:
-                    span = self._classify(text, part.start(), part.end(), part.group(0))
-                    if span is not None:
-                        spans.append(span)
-                        last_end = span[1]
+                part_start, part_end = part.span()
+                if part_start < last_end or part_end - part_start < 6:
+                    continue
+                before = text[part_start - 1] if part_start else " "
+                if (
+                    before == ","
+                    and part_start > 1
+                    and text[part_start - 2].isdigit()
+                    and _THOUSANDS.match(text, part_start)
+                ):
+                    continue  # "339,990.28": the thousands of an amount
+                span = self._classify(text, part_start, part_end, part.group(0), before)
+                if span is not None:
+                    spans.append(span)
+                    last_end = span[1]
         return spans
 
     # --- classification ---------------------------------------------------------------
 
-    def _classify(self, text: str, start: int, end: int, run: str) -> Span | None:
-        before = text[start - 1] if start else " "
+    def _classify(self, text: str, start: int, end: int, run: str, before: str) -> Span | None:
+        """What the digits ``run`` at ``start:end`` are; ``before`` is the character before
+        them (a space at the start), which is no thousands separator of an amount."""
         after = text[end] if end < len(text) else " "
         if before in _URL_OR_TIME and self._in_url_or_time(text, start, before):
             return None
-        if (
-            before == ","
-            and start > 1
-            and text[start - 2].isdigit()
-            and _THOUSANDS.match(text, start)
-        ):
-            return None  # "339,990.28": the thousands of an amount
         if before in _WORD or (before == "-" and start > 1 and text[start - 2] in _WORD):
             # Glued to letters: only an IBAN, NIE or resident-ID-like start is of interest.
             return self._letter_led(text, start, end, before)
@@ -281,6 +288,8 @@ class NumberFinder:
     def _iban_near(text: str, start: int) -> Span | None:
         """An IBAN whose digits begin at ``start`` (``DE89 3704…``) or a few characters later
         (``GB82 WEST 1234…``, ``NL91ABNA0417…``)."""
+        if _IBAN_HEAD.search(text, max(0, start - 10), start + 2) is None:
+            return None  # no country code and check digits near: most calls
         for head in (start - 2, start - 3, start - 8, start - 10):
             if head < 0 or text[head : head + 2] not in _IBAN_COUNTRIES:
                 continue
