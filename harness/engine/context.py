@@ -38,7 +38,11 @@ class ContextStats:
 
 
 def system_message(system_prompt: str, summary: str = "") -> Message:
-    content = f"{system_prompt}\n\n{HARNESS_INSTRUCTIONS}"
+    # An agent file that already carries the instructions gets them once, not twice.
+    if HARNESS_INSTRUCTIONS in system_prompt:
+        content = system_prompt
+    else:
+        content = f"{system_prompt}\n\n{HARNESS_INSTRUCTIONS}"
     if summary:
         content += f"\n\nSummary of the earlier conversation:\n{summary}"
     return Message(role="system", content=content)

@@ -111,3 +111,13 @@ def test_when_a_summary_would_not_save_40_percent_older_turns_are_dropped(acme, 
     system = late["audit"][0]["payload"]["messages"][0]["content"]
     assert "earlier messages were omitted" in system
     assert "word word" not in system
+
+
+def test_the_honesty_instructions_are_sent_once_even_if_the_agent_file_repeats_them():
+    from harness.engine.context import HARNESS_INSTRUCTIONS, system_message
+
+    plain = system_message("You help with tickets.").content
+    repeating = system_message(f"You help with tickets. {HARNESS_INSTRUCTIONS}").content
+
+    assert plain == f"You help with tickets.\n\n{HARNESS_INSTRUCTIONS}"
+    assert repeating.count(HARNESS_INSTRUCTIONS) == 1
