@@ -10,21 +10,12 @@ import time
 from pathlib import Path
 
 from django.conf import settings
-from django.db import connection
+
+# A DATABASE_URL for the database the tests are using (the test database): the same
+# function that hands the demo's MCP server its database.
+from harness.demo import database_url
 
 READY_TIMEOUT_S = 60
-
-
-def database_url() -> str:
-    """A DATABASE_URL for the database the tests are using (the test database)."""
-    db = connection.settings_dict
-    if db["ENGINE"].endswith("sqlite3"):
-        return f"sqlite:///{Path(db['NAME']).resolve()}"
-    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
-    return (
-        f"postgres://{db['USER']}{password}@{db.get('HOST') or '127.0.0.1'}:"
-        f"{db.get('PORT') or 5432}/{db['NAME']}"
-    )
 
 
 class WorkerProcess:
