@@ -3,25 +3,26 @@
 from __future__ import annotations
 
 import contextvars
+import functools
 import hashlib
 import hmac
 import json
 import secrets
 import threading
-import time
 import uuid
 from dataclasses import asdict, dataclass
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, connections, transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from harness import webhooks
 from harness.agent_registry import AgentSpec, get_agent
 from harness.dispatch import enqueue_run
+from harness.driver_threads import DriverThreads
 from harness.engine import state
 from harness.engine.drive import Driver
 from harness.engine.driver import drive_run
@@ -245,37 +246,22 @@ def drive_inline(run_id: uuid.UUID, deadline_s: float | None) -> Run:
         except Run.DoesNotExist:
             pass  # deleted under us (retention, tests); nothing left to drive
         finally:
-            connections.close_all()
             done.set()
-            with _inline_lock:
-                _inline_threads.discard(thread)
 
     # The caller's context (its OpenTelemetry span among it) goes with the run to the thread.
-    context = contextvars.copy_context()
-    thread = threading.Thread(target=context.run, args=(drive,), name=f"run-{run_id}", daemon=True)
-    with _inline_lock:
-        _inline_threads.add(thread)
-    thread.start()
+    _driver_threads.submit(functools.partial(contextvars.copy_context().run, drive))
     if not done.wait(timeout=deadline_s):
         driver.handoff.set()
     return Run.objects.get(id=run_id)
 
 
-_inline_threads: set[threading.Thread] = set()
-_inline_lock = threading.Lock()
+_driver_threads = DriverThreads()
 
 
 def wait_for_inline_runs(timeout_s: float) -> bool:
-    """Wait until this process drives no run inline (graceful shutdown, tests)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        with _inline_lock:
-            threads = list(_inline_threads)
-        if not threads:
-            return True
-        for thread in threads:
-            thread.join(timeout=max(0.0, deadline - time.monotonic()))
-    return False
+    """Wait until this process drives no run inline, then end the idle driver threads and
+    close their connections (graceful shutdown, tests)."""
+    return _driver_threads.drain(timeout_s)
 
 
 def execute_run(run_id: uuid.UUID | str, owner: str = "") -> Run | None:

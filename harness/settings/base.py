@@ -17,6 +17,7 @@ from harness.settings.env import (
     env_float,
     env_int,
     env_int_list,
+    env_int_or_off,
     env_json,
     env_keys,
     env_list,
@@ -141,10 +142,15 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "timeout": 20,
     }
 else:
-    # Parameters travel apart from the statement text (no quoting of every value in Python)
-    # and statements run often become prepared ones: the run engine's step writes are the
-    # same few statements thousands of times.
-    DATABASES["default"].setdefault("OPTIONS", {})["server_side_binding"] = True
+    # Parameters travel apart from the statement text (no quoting of every value in Python),
+    # and a statement a connection runs for the fifth time becomes a prepared one, parsed and
+    # planned once: the run engine's step writes are the same few statements thousands of
+    # times. Django leaves statements unprepared unless told (for transaction-mode poolers
+    # older than PgBouncer 1.21): HARNESS_DB_PREPARE_THRESHOLD=off does the same.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        server_side_binding=True,
+        prepare_threshold=env_int_or_off("HARNESS_DB_PREPARE_THRESHOLD", 5, minimum=0),
+    )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Redis, cache and Celery ----------------------------------------------------------------

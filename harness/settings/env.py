@@ -54,6 +54,16 @@ def env_int(name: str, default: int, minimum: int | None = None) -> int:
     return value
 
 
+def env_int_or_off(name: str, default: int | None, minimum: int | None = None) -> int | None:
+    """An integer, or None for ``off``."""
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    if raw.strip().lower() in {"off", "none"}:
+        return None
+    return env_int(name, 0, minimum)
+
+
 def env_float(name: str, default: float, minimum: float | None = None) -> float:
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
