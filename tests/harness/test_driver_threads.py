@@ -13,8 +13,10 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 
+from harness import services
 from harness.driver_threads import DriverThreads
 from harness.settings.env import env_int_or_off
+from tests.runs import demo_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 on_postgresql = pytest.mark.skipif(
@@ -71,6 +73,13 @@ def test_runs_one_after_another_share_a_thread_and_its_connection(threads, setti
     second = _run(threads, _where)
     assert second == first
     assert threads.threads == 1
+
+
+def test_sync_runs_through_the_api_one_after_another_use_one_driver_thread(acme) -> None:
+    for _ in range(2):
+        assert demo_run(acme)["status"] == "succeeded"
+        assert _wait_for(lambda: services._driver_threads.busy == 0)
+    assert services._driver_threads.threads == 1
 
 
 def test_with_conn_max_age_zero_the_thread_stays_and_the_connection_does_not(
