@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,18 @@ TICKET = "T-20250318-007"
 ADMIN = {"X-Harness-User": "alice"}
 QUESTION = "Why has ticket T-20250318-007 not been handled?"
 TEST_TOOLS = ["get_ticket", "search_tickets", "always_fails", "slow_note"]
+
+
+def wait_until(predicate: Callable[[], Any], timeout_s: float = 20) -> Any:
+    """Poll ``predicate`` until what it returns is true, and return that; fail the test at the
+    timeout."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError("condition not met in time")
 
 
 def call(name: str, **arguments: Any) -> dict[str, Any]:

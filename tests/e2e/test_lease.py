@@ -8,21 +8,13 @@ import pytest
 
 from harness.models import Run
 from tests.factories import write_agent, write_script
+from tests.runs import wait_until
 from tools.demo.models import Notification
 
 pytestmark = pytest.mark.worker
 
 LEASE = {"HARNESS_RUN_LEASE_S": "2", "HARNESS_SWEEP_INTERVAL_S": "1"}
 SLOW_CALL = {"tool_calls": [{"name": "slow_effect", "arguments": {"seconds": 6, "message": "x"}}]}
-
-
-def wait_for(predicate, timeout_s=90):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError("condition not met in time")
 
 
 @pytest.fixture
@@ -48,7 +40,7 @@ def test_a_tool_slower_than_the_lease_acts_once_and_the_run_is_not_taken_over(
     start_worker(env=env)  # a second worker, ready to take over a run whose lease ran out
 
     run = start_run(acme, name)
-    wait_for(lambda: Run.objects.get(id=run["id"]).is_terminal)
+    wait_until(lambda: Run.objects.get(id=run["id"]).is_terminal, timeout_s=90)
     time.sleep(3)  # time for a stale driver, if there were one, to write
 
     finished = Run.objects.get(id=run["id"])
@@ -64,10 +56,10 @@ def test_a_driver_killed_inside_a_non_idempotent_call_is_not_repeated(
     name, env = slow_agent
     first = start_worker(env=env)
     run = start_run(acme, name)
-    wait_for(lambda: Notification.objects.filter(message="x").exists())
+    wait_until(lambda: Notification.objects.filter(message="x").exists(), timeout_s=90)
     first.kill_hard()
     start_worker(beat=True, env=env)
-    wait_for(lambda: Run.objects.get(id=run["id"]).is_terminal)
+    wait_until(lambda: Run.objects.get(id=run["id"]).is_terminal, timeout_s=90)
     time.sleep(1)
 
     finished = Run.objects.get(id=run["id"])

@@ -10,6 +10,7 @@ import pytest
 from standardwebhooks.webhooks import Webhook
 
 from harness.models import DeliveryStatus, Tenant, WebhookDelivery
+from tests.runs import wait_until
 
 pytestmark = pytest.mark.worker
 
@@ -57,15 +58,6 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def wait_for(predicate, timeout_s=60):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError("condition not met in time")
-
-
 def start_async_run(client, callback_url):
     response = client.post(
         "/api/v1/runs",
@@ -86,7 +78,7 @@ def test_an_async_run_calls_back_with_a_valid_signature(acme, celery_worker):
     try:
         run = start_async_run(acme, receiver.url)
 
-        wait_for(lambda: receiver.received)
+        wait_until(lambda: receiver.received, timeout_s=60)
     finally:
         receiver.close()
 
@@ -107,10 +99,16 @@ def test_a_receiver_that_is_down_then_up_gets_the_event_exactly_once(acme, start
     start_worker(beat=True, env={"HARNESS_SWEEP_INTERVAL_S": "1"})
     run = start_async_run(acme, f"http://127.0.0.1:{port}/hooks/harness")
 
-    wait_for(lambda: WebhookDelivery.objects.filter(run_id=run["id"], attempts__gte=1).exists())
+    wait_until(
+        lambda: WebhookDelivery.objects.filter(run_id=run["id"], attempts__gte=1).exists(),
+        timeout_s=60,
+    )
     receiver = Receiver(Tenant.objects.get(slug="acme").webhook_secret, port=port)
     try:
-        wait_for(lambda: WebhookDelivery.objects.filter(status=DeliveryStatus.DELIVERED).exists())
+        wait_until(
+            lambda: WebhookDelivery.objects.filter(status=DeliveryStatus.DELIVERED).exists(),
+            timeout_s=60,
+        )
         time.sleep(2)  # a few more beat ticks: nothing may be sent twice
     finally:
         receiver.close()

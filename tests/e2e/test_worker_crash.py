@@ -1,26 +1,17 @@
 """A worker SIGKILLed mid-run: another worker finishes the run, each side effect once."""
 
-import time
 from collections import Counter
 
 import pytest
 
 from harness.models import Run
 from tests.factories import write_agent, write_script
+from tests.runs import wait_until
 from tools.demo.models import Notification, Ticket
 
 pytestmark = pytest.mark.worker
 
 LEASE = {"HARNESS_RUN_LEASE_S": "2", "HARNESS_SWEEP_INTERVAL_S": "1"}
-
-
-def wait_for(predicate, timeout_s=90):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError("condition not met in time")
 
 
 def test_a_run_survives_its_worker_being_killed(acme, start_worker, settings, tmp_path):
@@ -69,12 +60,12 @@ def test_a_run_survives_its_worker_being_killed(acme, start_worker, settings, tm
     run = acme.post(
         "/api/v1/runs", {"agent": name, "user": "bob", "input": "go", "mode": "async"}
     ).json()
-    wait_for(lambda: Notification.objects.filter(message="one").exists())
+    wait_until(lambda: Notification.objects.filter(message="one").exists(), timeout_s=90)
     first.kill_hard()
     interrupted = Run.objects.get(id=run["id"])
     assert interrupted.status == "running"
     start_worker(beat=True, env=worker_env)
-    wait_for(lambda: Run.objects.get(id=run["id"]).is_terminal)
+    wait_until(lambda: Run.objects.get(id=run["id"]).is_terminal, timeout_s=90)
 
     finished = Run.objects.get(id=run["id"])
     assert finished.status == "succeeded", finished.status_detail

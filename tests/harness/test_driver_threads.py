@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,7 +15,7 @@ from django.db import connection
 from harness import services
 from harness.driver_threads import DriverThreads
 from harness.settings.env import env_int_or_off
-from tests.runs import demo_run
+from tests.runs import demo_run, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 on_postgresql = pytest.mark.skipif(
@@ -57,19 +56,18 @@ def _where() -> tuple[int, int]:
     return threading.get_ident(), id(connection.connection)
 
 
-def _wait_for(predicate: Any, timeout_s: float = 5) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return predicate()
+@pytest.fixture
+def conn_max_age() -> Iterator[Any]:
+    """Set the connections' ``CONN_MAX_AGE`` (every thread's share this dict) for the test."""
+    before = connection.settings_dict["CONN_MAX_AGE"]
+    yield lambda seconds: connection.settings_dict.__setitem__("CONN_MAX_AGE", seconds)
+    connection.settings_dict["CONN_MAX_AGE"] = before
 
 
-def test_runs_one_after_another_share_a_thread_and_its_connection(threads, settings) -> None:
-    settings.DATABASES["default"]["CONN_MAX_AGE"] = 60
+def test_runs_one_after_another_share_a_thread_and_its_connection(threads, conn_max_age) -> None:
+    conn_max_age(60)
     first = _run(threads, _where)
-    assert _wait_for(lambda: threads.busy == 0)
+    wait_until(lambda: threads.busy == 0)
     second = _run(threads, _where)
     assert second == first
     assert threads.threads == 1
@@ -78,20 +76,17 @@ def test_runs_one_after_another_share_a_thread_and_its_connection(threads, setti
 def test_sync_runs_through_the_api_one_after_another_use_one_driver_thread(acme) -> None:
     for _ in range(2):
         assert demo_run(acme)["status"] == "succeeded"
-        assert _wait_for(lambda: services._driver_threads.busy == 0)
+        wait_until(lambda: services._driver_threads.busy == 0)
     assert services._driver_threads.threads == 1
 
 
 def test_with_conn_max_age_zero_the_thread_stays_and_the_connection_does_not(
-    threads, settings
+    threads, conn_max_age
 ) -> None:
-    connection.settings_dict["CONN_MAX_AGE"] = 0
-    try:
-        first = _run(threads, _where)
-        assert _wait_for(lambda: threads.busy == 0)
-        second = _run(threads, _where)
-    finally:
-        connection.settings_dict["CONN_MAX_AGE"] = settings.DATABASES["default"]["CONN_MAX_AGE"]
+    conn_max_age(0)
+    first = _run(threads, _where)
+    wait_until(lambda: threads.busy == 0)
+    second = _run(threads, _where)
     assert second[0] == first[0]
     if connection.vendor == "postgresql":
         assert second[1] != first[1]  # a new server process: the old connection was closed
@@ -122,7 +117,7 @@ def test_a_failing_run_is_logged_and_its_thread_serves_the_next(threads, caplog)
 
     with caplog.at_level(logging.ERROR, logger="harness.driver_threads"):
         threads.submit(fails)
-        assert _wait_for(lambda: threads.busy == 0)
+        wait_until(lambda: threads.busy == 0)
     assert "a run driven inline failed" in caplog.text
     assert "boom" in caplog.text
     assert _run(threads, lambda: 42) == 42
@@ -133,30 +128,30 @@ def test_a_failing_run_is_logged_and_its_thread_serves_the_next(threads, caplog)
 def test_an_idle_thread_closes_its_connection_and_ends() -> None:
     pool = DriverThreads(idle_s=0.2, name="test-idle")
     _thread, backend = _run(pool, _where)
-    assert _wait_for(lambda: pool.threads == 0)
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", [backend])
-        assert _wait_for_zero(cursor, backend)
+    wait_until(lambda: pool.threads == 0)
+    _wait_until_gone(backend)
 
 
-def _wait_for_zero(cursor: Any, backend: int) -> bool:
+def _wait_until_gone(backend: int) -> None:
+    """Until PostgreSQL's server process ``backend`` has ended (its connection closed)."""
+
     def gone() -> bool:
-        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", [backend])
-        return cursor.fetchone()[0] == 0
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", [backend])
+            return cursor.fetchone()[0] == 0
 
-    return _wait_for(gone)
+    wait_until(gone)
 
 
 @on_postgresql
-def test_drain_ends_the_threads_and_closes_their_connections(settings) -> None:
-    settings.DATABASES["default"]["CONN_MAX_AGE"] = 60
+def test_drain_ends_the_threads_and_closes_their_connections(conn_max_age) -> None:
+    conn_max_age(60)
     pool = DriverThreads(name="test-drain")
     _thread, backend = _run(pool, _where)
     assert pool.threads == 1
     assert pool.drain(timeout_s=5)
     assert pool.threads == 0
-    with connection.cursor() as cursor:
-        assert _wait_for_zero(cursor, backend)
+    _wait_until_gone(backend)
 
 
 def test_drain_reports_a_run_still_going() -> None:

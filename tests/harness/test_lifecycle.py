@@ -1,10 +1,8 @@
 """Run lifecycle through the API: deadlines, hand-off, cancellation, sessions, listing."""
 
-import time
-
 from harness.models import Run
 from harness.services import execute_run
-from tests.runs import agent_with
+from tests.runs import agent_with, wait_until
 from tools.demo.models import Notification
 
 TICKET = "T-20250318-007"
@@ -14,16 +12,6 @@ def note(seconds, n=1):
     return {
         "tool_calls": [{"name": "slow_note", "arguments": {"seconds": seconds, "message": f"n{n}"}}]
     }
-
-
-def wait_until(predicate, timeout_s=20):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("condition not met in time")
 
 
 def test_a_sync_run_past_the_deadline_answers_202_and_a_worker_finishes_it(
