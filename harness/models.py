@@ -185,7 +185,10 @@ class RunMessage(models.Model):
     message, encrypted, from which a resuming driver continues.
     """
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="conversation")
+    # No index of its own: the unique (run, index) serves every lookup by run.
+    run = models.ForeignKey(
+        Run, on_delete=models.CASCADE, related_name="conversation", db_index=False
+    )
     index = models.PositiveIntegerField()
     data = models.JSONField()
     sealed = models.TextField()
@@ -204,7 +207,8 @@ class RunMessage(models.Model):
 class RunEvent(models.Model):
     """One event of a run's live stream (SSE); ``sequence`` is the SSE event id."""
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    # No index of its own: the unique (run, sequence) serves every lookup by run.
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events", db_index=False)
     sequence = models.PositiveIntegerField()
     type = models.CharField(max_length=40)
     data = models.JSONField(default=dict)

@@ -15,7 +15,9 @@ class ExecutionStatus(models.TextChoices):
 
 
 class ToolExecution(models.Model):
-    idempotency_key = models.CharField(max_length=200, unique=True)
+    # Unique by a constraint, not ``unique=True``: that would add a LIKE index on PostgreSQL
+    # that nothing uses, to every tool call's insert.
+    idempotency_key = models.CharField(max_length=200)
     tenant = models.CharField(max_length=64)
     tool = models.CharField(max_length=64)
     status = models.CharField(
@@ -31,6 +33,9 @@ class ToolExecution(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["tenant", "started_at"])]
+        constraints = [
+            models.UniqueConstraint(fields=["idempotency_key"], name="tool_execution_unique_key")
+        ]
 
     def __str__(self) -> str:
         return f"{self.tool} {self.idempotency_key} ({self.status})"

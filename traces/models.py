@@ -27,9 +27,13 @@ class SpanStatus(models.TextChoices):
 
 
 class Span(models.Model):
-    request_id = models.CharField(max_length=32, db_index=True)
-    tenant = models.CharField(max_length=64, db_index=True)
-    span_id = models.CharField(max_length=16, unique=True)
+    # Indexes are few on purpose: every one costs each of a step's inserts. A run's spans are
+    # found by the unique (request_id, sequence); the admin and retention filter by tenant
+    # (a plain index: Django's ``db_index``/``unique`` on a CharField also adds a LIKE index
+    # on PostgreSQL, which nothing here uses).
+    request_id = models.CharField(max_length=32)
+    tenant = models.CharField(max_length=64)
+    span_id = models.CharField(max_length=16)
     parent_span_id = models.CharField(max_length=16, blank=True)
     sequence = models.PositiveIntegerField()
     kind = models.CharField(max_length=20, choices=SpanKind.choices)
@@ -43,8 +47,10 @@ class Span(models.Model):
     class Meta:
         ordering = ["request_id", "sequence"]
         constraints = [
-            models.UniqueConstraint(fields=["request_id", "sequence"], name="span_unique_sequence")
+            models.UniqueConstraint(fields=["request_id", "sequence"], name="span_unique_sequence"),
+            models.UniqueConstraint(fields=["span_id"], name="span_unique_span_id"),
         ]
+        indexes = [models.Index(fields=["tenant"], name="span_tenant")]
 
     def __str__(self) -> str:
         return f"{self.kind} {self.name} ({self.status})"
@@ -110,8 +116,10 @@ class AuditRecord(AppendOnlyModel):
     Written only through ``traces.chain`` (``RunChain.link`` + ``insert_records``).
     """
 
-    request_id = models.CharField(max_length=32, db_index=True)
-    tenant = models.CharField(max_length=64, db_index=True)
+    # As for spans: the unique (request_id, sequence) serves lookups by run, a plain index
+    # those by tenant.
+    request_id = models.CharField(max_length=32)
+    tenant = models.CharField(max_length=64)
     span_id = models.CharField(max_length=16)
     kind = models.CharField(max_length=20, choices=AuditKind.choices)
     payload = models.JSONField()
@@ -129,6 +137,7 @@ class AuditRecord(AppendOnlyModel):
                 fields=["request_id", "sequence"], name="audit_unique_run_sequence"
             )
         ]
+        indexes = [models.Index(fields=["tenant"], name="audit_tenant")]
 
     def __str__(self) -> str:
         return f"{self.kind} {self.sequence} in {self.request_id}"
