@@ -79,7 +79,13 @@ def normalize_json(value: Any) -> Any:
     Idempotent, and the result survives a database round trip unchanged.
     Raises ``NonFiniteNumber`` (with the JSON pointer) for NaN and ±Infinity.
     """
-    return _normalize(value, "")
+    try:
+        return _normalize(value)
+    except _NonFinite:
+        # Found without building a pointer for every member on the way (the common case has
+        # none to report): look again for where it is.
+        path, number = _first_non_finite(value, "")
+        raise NonFiniteNumber(path, number) from None
 
 
 def to_json_value(value: Any) -> Any:
@@ -87,7 +93,11 @@ def to_json_value(value: Any) -> Any:
     return normalize_json(value)
 
 
-def _normalize(value: Any, path: str) -> Any:
+class _NonFinite(Exception):
+    pass
+
+
+def _normalize(value: Any) -> Any:
     if value is None or value is True or value is False:
         return value
     if isinstance(value, str):
@@ -95,14 +105,11 @@ def _normalize(value: Any, path: str) -> Any:
     if isinstance(value, int):
         return int(value)
     if isinstance(value, float):
-        return _normalize_float(float(value), path)
+        return _normalize_float(float(value))
     if isinstance(value, dict):
-        return {
-            _normalize_key(key, path): _normalize(item, f"{path}/{_pointer(key)}")
-            for key, item in value.items()
-        }
+        return {_normalize_key(key): _normalize(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
-        return [_normalize(item, f"{path}/{index}") for index, item in enumerate(value)]
+        return [_normalize(item) for item in value]
     return _normalize_string(str(value))
 
 
@@ -115,9 +122,9 @@ def _normalize_string(text: str) -> str:
     return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
-def _normalize_float(number: float, path: str) -> int | float:
+def _normalize_float(number: float) -> int | float:
     if not math.isfinite(number):
-        raise NonFiniteNumber(path, number)
+        raise _NonFinite
     if number == 0:
         return 0.0
     text = repr(number)
@@ -129,7 +136,7 @@ def _normalize_float(number: float, path: str) -> int | float:
     return number
 
 
-def _normalize_key(key: Any, path: str) -> str:
+def _normalize_key(key: Any) -> str:
     if isinstance(key, str):
         return _normalize_string(key)
     if key is True or key is False or key is None:
@@ -138,9 +145,29 @@ def _normalize_key(key: Any, path: str) -> str:
         return str(int(key))
     if isinstance(key, float):
         if not math.isfinite(key):
-            raise NonFiniteNumber(f"{path}/{key!r}", key)
+            raise _NonFinite
         return repr(float(key))
     return _normalize_string(str(key))
+
+
+def _first_non_finite(value: Any, path: str) -> tuple[str, float] | None:
+    """The JSON pointer and value of the first NaN or ±Infinity in ``value`` (a key's pointer
+    ends in the key itself), in the order ``_normalize`` meets them."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return path, value
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(key, float) and not math.isfinite(key):
+                return f"{path}/{key!r}", key
+            found = _first_non_finite(item, f"{path}/{_pointer(key)}")
+            if found:
+                return found
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            found = _first_non_finite(item, f"{path}/{index}")
+            if found:
+                return found
+    return None
 
 
 def _pointer(key: Any) -> str:

@@ -500,6 +500,20 @@ def test_normalising_keeps_what_json_keeps_and_names_non_finite_numbers():
         normalize_json({math.nan: 1})
 
 
+def test_the_pointer_of_a_non_finite_number_is_that_of_the_first_one_met():
+    cases = [
+        ({"x/y": {"~": [1, math.inf]}}, "/x~1y/~0/1"),
+        ({"a": 1.5, math.nan: 2}, "/nan"),
+        ({"a": [math.inf], "b": math.nan}, "/a/0"),
+        ((0, {"k": -math.inf}), "/1/k"),
+        (math.nan, ""),
+    ]
+    for value, path in cases:
+        with pytest.raises(NonFiniteNumber) as caught:
+            normalize_json(value)
+        assert caught.value.details["path"] == path, value
+
+
 def test_a_non_finite_number_leaves_the_run_chain_where_it_was(acme):
     chain = RunChain("e" * 32, "acme")
     before = chain.head

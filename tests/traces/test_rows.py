@@ -111,3 +111,33 @@ def test_a_conflict_on_another_constraint_than_the_named_one_is_an_error():
 
     with pytest.raises(IntegrityError):
         insert_rows([same_span_id], ignore_conflicts=True, unique_fields=("request_id", "sequence"))
+
+
+def test_values_go_to_the_database_as_djangos_own_save_would_send_them():
+    """Plain values of plain fields skip Django's conversion (it would give them back as they
+    are); anything else takes it: the parameters are the same either way."""
+    from django.utils.translation import gettext_lazy
+
+    from traces.models import SpanKind
+    from traces.rows import _preparers, _statement
+
+    rows = [
+        span(1, attributes={"a": [1, 2.5]}),
+        span(2, span_id="b" * 16, duration_ms=5, kind=SpanKind.TOOL_CALL, name=gettext_lazy("x")),
+        span(3, parent_span_id=None, duration_ms=True, status=None),
+    ]
+    fields, _head, _row = _statement(Span, connection.vendor)
+    preparers = _preparers(Span, connection.vendor)
+    for row in rows:
+        fast = [prepare(row, connection) for prepare in preparers]
+        django = [field.get_db_prep_save(field.pre_save(row, True), connection) for field in fields]
+        assert [repr(value) for value in fast] == [repr(value) for value in django]
+        assert [type(value) for value in fast] == [type(value) for value in django]
+
+    rows[1].sequence = "2"  # a string for an integer column: converted, as Django would
+    fast = [prepare(rows[1], connection) for prepare in preparers]
+    assert fast[fields.index(Span._meta.get_field("sequence"))] == 2
+
+    insert_rows(rows[:2])
+    stored = list(Span.objects.order_by("sequence"))
+    assert (stored[1].sequence, stored[1].duration_ms, stored[1].name) == (2, 5.0, "x")
