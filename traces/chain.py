@@ -57,6 +57,7 @@ GENESIS_HASH = "0" * 64
 # What a NUL character or a lone UTF-16 surrogate in a string is stored as: jsonb refuses both.
 REPLACEMENT_CHARACTER = "\ufffd"
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+_unstorable = _UNSTORABLE.search
 
 
 # --- What the database gives back ------------------------------------------------------------
@@ -98,7 +99,23 @@ class _NonFinite(Exception):
 
 
 def _normalize(value: Any) -> Any:
+    # The exact types JSON gives first, tested by identity (most of a payload): a plain
+    # string or key without NUL or surrogate is its own normal form.
+    kind = type(value)
+    if kind is str:
+        return value if _unstorable(value) is None else _normalize_string(value)
+    if kind is dict:
+        return {
+            key if type(key) is str and _unstorable(key) is None else _normalize_key(key): (
+                _normalize(item)
+            )
+            for key, item in value.items()
+        }
+    if kind is list:
+        return [_normalize(item) for item in value]
     if value is None or value is True or value is False:
+        return value
+    if kind is int:
         return value
     if isinstance(value, str):
         return _normalize_string(value)

@@ -344,3 +344,36 @@ def test_the_iban_screen_turns_away_only_what_the_iban_search_would(monkeypatch)
 
     assert screened == [numbers_module.NumberFinder._iban_near(t, s) for t, s in cases]
     assert sum(span is not None for span in screened) > 100
+
+
+def test_a_short_text_masked_again_in_a_run_is_not_scanned_again(monkeypatch):
+    monkeypatch.setattr(masker_module, "SHORT_MEMO_SIZE", 8)
+    masker = Masker(b"test-key")
+    scans = []
+    real = masker.find
+    monkeypatch.setattr(masker, "find", lambda text: scans.append(text) or real(text))
+
+    first = [masker.mask_text(t) for t in ("ok", "call 13812345678", "get_ticket")]
+    again = [masker.mask_text(t) for t in ("ok", "call 13812345678", "get_ticket")]
+
+    assert again == first and len(scans) == 3
+    for i in range(20):
+        masker.mask_text(f"status {i}")
+    assert len(masker._short_memo) <= 8
+
+
+def test_a_value_learnt_from_a_declared_field_is_masked_in_texts_masked_before():
+    masker = Masker(b"test-key")
+    assert masker.mask_text("Zhang Wei called") == "Zhang Wei called"
+
+    masker.mask({"name": "Zhang Wei"}, {"/name": "name"})
+
+    assert "Zhang Wei" not in masker.mask_text("Zhang Wei called")
+    assert "Zhang Wei" not in masker.mask({"note": "Zhang Wei called"})["note"]
+
+
+def test_a_credential_member_is_removed_whatever_key_type_came_before():
+    masker = Masker(b"test-key")
+    masked = masker.mask({1: "x", True: "y", "api_key": "abc123", "API_KEY": "def456"})
+    assert masked["api_key"] == masked["API_KEY"] == "[secret removed]"
+    assert masker.mask({"password": "hunter2"}) == {"password": "[secret removed]"}

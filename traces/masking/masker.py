@@ -35,8 +35,12 @@ _SECRET_MEMBER = re.compile(
 )
 # Known values shorter than this are not searched for in free text (too many false hits).
 MIN_KNOWN_LENGTH = 2
-# Texts at least this long are memoised (per masker, so per run).
+# Texts at least this long are memoised (per masker, so per run) without a bound: they are
+# the conversation's, masked again at every step.
 MEMO_MIN_LENGTH = 200
+# How many shorter texts a masker remembers (then it starts again): names, statuses, ids and
+# keys recur at every step, each a scan the memo saves.
+SHORT_MEMO_SIZE = 4096
 # How many values' stored forms a masker remembers (then it starts again).
 MASK_MEMO_SIZE = 512
 
@@ -79,6 +83,7 @@ class Masker:
         self._known: dict[str, str] = {}
         self._known_pattern: re.Pattern[str] | None = None
         self._memo: dict[str, str] = {}
+        self._short_memo: dict[str, str] = {}
         self._found: dict[tuple[str, str], None] = {}
         self._drained = 0
         self._masks: dict[tuple[str, str, str | None], str] = {}
@@ -102,13 +107,15 @@ class Masker:
         return self._walk(value)
 
     def mask_text(self, text: str) -> str:
-        if len(text) >= MEMO_MIN_LENGTH:
-            # A run's conversation is masked again at every step: mask each long text once.
-            masked = self._memo.get(text)
-            if masked is None:
-                masked = self._memo[text] = self._mask_text(text)
-            return masked
-        return self._mask_text(text)
+        # Masking a text again finds the same values, whose fingerprints are recorded already:
+        # a run masks each text once (until a declared value is learnt: see _remember).
+        memo = self._memo if len(text) >= MEMO_MIN_LENGTH else self._short_memo
+        masked = memo.get(text)
+        if masked is None:
+            if memo is self._short_memo and len(memo) >= SHORT_MEMO_SIZE:
+                memo.clear()
+            masked = memo[text] = self._mask_text(text)
+        return masked
 
     def find(self, text: str) -> list[Span]:
         """Every value the detectors find in ``text``: ``(start, end, kind, normalised or
@@ -215,6 +222,7 @@ class Masker:
                 added = True
         if added:
             self._memo.clear()  # texts masked before may hold the new value
+            self._short_memo.clear()
             alternatives = sorted(self._known, key=len, reverse=True)
             self._known_pattern = re.compile(
                 "|".join(
@@ -231,9 +239,7 @@ class Masker:
             return self.mask_text(value)
         if isinstance(value, dict):
             return {
-                key: self._secret_member(value_)
-                if isinstance(key, str) and _SECRET_MEMBER.match(key)
-                else self._walk(value_)
+                key: self._secret_member(value_) if _secret_key(key) else self._walk(value_)
                 for key, value_ in value.items()
             }
         if isinstance(value, list | tuple):
@@ -251,6 +257,21 @@ class Masker:
         if isinstance(value, dict | list):
             return self._walk(value)
         return value
+
+
+_SECRET_KEYS: dict[Any, bool] = {}  # what _SECRET_MEMBER says of each key seen (bounded)
+
+
+def _secret_key(key: Any) -> bool:
+    """``key`` names a credential (``password``, ``api_key``, …): memoised, as a payload's
+    keys are few and recur at every step."""
+    secret = _SECRET_KEYS.get(key)
+    if secret is None:
+        secret = isinstance(key, str) and _SECRET_MEMBER.match(key) is not None
+        if len(_SECRET_KEYS) >= 4096:
+            _SECRET_KEYS.clear()
+        _SECRET_KEYS[key] = secret
+    return secret
 
 
 def _without_overlaps(spans: list[Span]) -> list[Span]:
