@@ -356,7 +356,8 @@ def test_a_short_text_masked_again_in_a_run_is_not_scanned_again(monkeypatch):
     first = [masker.mask_text(t) for t in ("ok", "call 13812345678", "get_ticket")]
     again = [masker.mask_text(t) for t in ("ok", "call 13812345678", "get_ticket")]
 
-    assert again == first and len(scans) == 3
+    assert again == first
+    assert len(scans) == 3
     for i in range(20):
         masker.mask_text(f"status {i}")
     assert len(masker._short_memo) <= 8
@@ -374,6 +375,6 @@ def test_a_value_learnt_from_a_declared_field_is_masked_in_texts_masked_before()
 
 def test_a_credential_member_is_removed_whatever_key_type_came_before():
     masker = Masker(b"test-key")
-    masked = masker.mask({1: "x", True: "y", "api_key": "abc123", "API_KEY": "def456"})
+    masked = masker.mask({1: "x", 2.5: "y", "api_key": "abc123", "API_KEY": "def456"})
     assert masked["api_key"] == masked["API_KEY"] == "[secret removed]"
     assert masker.mask({"password": "hunter2"}) == {"password": "[secret removed]"}
