@@ -49,7 +49,7 @@ from django.utils import timezone
 from tools.errors import ToolCallError, ToolErrorCode, ToolHandlerError
 from tools.models import ExecutionStatus, ToolExecution
 from tools.registry import ToolDefinition
-from traces.services import insert_rows, seal, unseal
+from traces.services import insert_rows, new_row, seal, unseal
 
 RETRY_BACKOFF_S = 0.2
 
@@ -315,7 +315,8 @@ def store_outcome(call: PlannedCall, record_id: int, outcome: ToolOutcome) -> No
             finished_at=now,
         )
         return
-    record = ToolExecution(
+    record = new_row(
+        ToolExecution,
         idempotency_key=call.context.idempotency_key,
         tenant=call.context.tenant,
         tool=call.tool.name,

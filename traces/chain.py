@@ -51,7 +51,7 @@ from traces.models import (
     Span,
     SpanKind,
 )
-from traces.rows import insert_rows
+from traces.rows import insert_rows, new_row
 
 GENESIS_HASH = "0" * 64
 # What a NUL character or a lone UTF-16 surrogate in a string is stored as: jsonb refuses both.
@@ -335,7 +335,8 @@ class RunChain:
         in-memory head. Raises ``NonFiniteNumber`` (nothing advances) for NaN/±Infinity."""
         payload = normalize_json(payload)
         sequence, prev_hash = self.head
-        record = AuditRecord(
+        record = new_row(
+            AuditRecord,
             request_id=self.request_id,
             tenant=self.tenant,
             span_id=span_id,

@@ -38,7 +38,7 @@ from traces import otel
 from traces.chain import RunChain, insert_records, to_json_value
 from traces.masking import Masker
 from traces.models import AuditKind, AuditRecord, Fingerprint, Span, SpanStatus
-from traces.rows import insert_rows
+from traces.rows import insert_rows, new_row
 
 
 @dataclass
@@ -140,7 +140,8 @@ class TraceRecorder:
 
     def end(self, span: OpenSpan) -> Span:
         duration_ms = (time.perf_counter() - span.started_clock) * 1000
-        row = Span(
+        row = new_row(
+            Span,
             request_id=self.request_id,
             tenant=self.tenant,
             span_id=span.span_id,
@@ -319,7 +320,7 @@ def store_fingerprints(request_id: str, tenant: str, masker: Masker) -> None:
 def _store(request_id: str, tenant: str, found: set[tuple[str, str]]) -> None:
     insert_rows(
         [
-            Fingerprint(request_id=request_id, tenant=tenant, kind=kind, digest=digest)
+            new_row(Fingerprint, request_id=request_id, tenant=tenant, kind=kind, digest=digest)
             for kind, digest in sorted(found)
         ],
         ignore_conflicts=True,

@@ -21,7 +21,7 @@ from traces.masking import under
 from traces.models import AuditKind, SpanKind, SpanStatus
 from traces.recorder import OpenSpan, TraceRecorder, new_masker, store_fingerprints
 from traces.retention import RetentionReport, delete_expired_traces
-from traces.rows import insert_rows, sent_together
+from traces.rows import insert_rows, new_row, sent_together
 from traces.sealing import seal, unseal
 
 __all__ = [
@@ -40,6 +40,7 @@ __all__ = [
     "insert_records",
     "insert_rows",
     "mask_for_storage",
+    "new_row",
     "normalize_json",
     "seal",
     "sent_together",

@@ -19,7 +19,7 @@ from django.db import transaction
 
 from harness.engine import state
 from harness.models import RunEvent, RunMessage
-from traces.services import TraceRecorder, insert_rows, seal, sent_together
+from traces.services import TraceRecorder, insert_rows, new_row, seal, sent_together
 
 
 class StepWrites:
@@ -45,7 +45,13 @@ class StepWrites:
     def event(self, event_type: str, data: dict[str, Any]) -> None:
         """An event of the run's stream; ``data`` must already be masked."""
         self._events.append(
-            RunEvent(run_id=self.lease.run_id, sequence=self.next_event, type=event_type, data=data)
+            new_row(
+                RunEvent,
+                run_id=self.lease.run_id,
+                sequence=self.next_event,
+                type=event_type,
+                data=data,
+            )
         )
         self.next_event += 1
 
@@ -59,7 +65,8 @@ class StepWrites:
     def message(self, clear: dict[str, Any]) -> None:
         """A new message of the run's conversation: stored masked, and sealed in clear."""
         self._messages.append(
-            RunMessage(
+            new_row(
+                RunMessage,
                 run_id=self.lease.run_id,
                 index=self.next_message,
                 data=self.tracer.mask(clear),

@@ -141,3 +141,34 @@ def test_values_go_to_the_database_as_djangos_own_save_would_send_them():
     insert_rows(rows[:2])
     stored = list(Span.objects.order_by("sequence"))
     assert (stored[1].sequence, stored[1].duration_ms, stored[1].name) == (2, 5.0, "x")
+
+
+def test_a_new_row_is_what_the_models_own_constructor_makes():
+    from harness.models import RunEvent
+    from traces.rows import new_row
+
+    values = {
+        "request_id": "r" * 32,
+        "tenant": "acme",
+        "span_id": "a" * 16,
+        "sequence": 1,
+        "kind": "tool_call",
+        "name": "call",
+        "started_at": timezone.now(),
+        "ended_at": timezone.now(),
+        "duration_ms": 1.0,
+    }
+    fast, django = new_row(Span, **values), Span(**values)
+    fields = [f.attname for f in Span._meta.concrete_fields]
+    assert [getattr(fast, f) for f in fields] == [getattr(django, f) for f in fields]
+    assert fast.status == "ok"  # a default
+    assert new_row(Span, **values).attributes is not fast.attributes  # a fresh dict each
+
+    event = new_row(RunEvent, run_id=None, sequence=1, type="x")
+    assert event.data == {}
+    assert event.run_id is None
+
+    with pytest.raises(TypeError, match="has no field colour"):
+        new_row(Span, colour="red", **values)
+    with pytest.raises(TypeError, match="has no field run"):
+        new_row(RunEvent, run=None, sequence=1, type="x")  # attribute names only: run_id
