@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from functools import cache
 from typing import Any, TypeVar
 
@@ -99,13 +100,13 @@ def _statement(model: type[Model], vendor: str) -> tuple[list[Any], str, str]:
 
 
 # Field types whose value of the listed Python type Django's get_db_prep_save gives back as
-# it is (str(), bool(), float() of it), or only adapted as an integer of its column's size.
+# it is (any str, choices included; bool(), float() of it), or only adapted as an integer of
+# its column's size, or (an aware datetime) as the database's datetime.
 _PASSED_AS_IS: dict[str, tuple[type, ...]] = {
-    "CharField": (str,),
-    "TextField": (str,),
     "BooleanField": (bool,),
     "FloatField": (float,),
 }
+_TEXTS = frozenset({"CharField", "TextField"})
 _INTEGERS = frozenset(
     {
         "IntegerField",
@@ -144,6 +145,24 @@ def _preparer(field: Any) -> Any:
             return prepare(obj, database)
 
         return prepare_integer
+    if name in _TEXTS:
+
+        def prepare_text(obj: Model, database: Any) -> Any:
+            value = getattr(obj, attname)
+            if value is None or isinstance(value, str):
+                return value
+            return prepare(obj, database)
+
+        return prepare_text
+    if name == "DateTimeField" and not (field.auto_now or field.auto_now_add):
+
+        def prepare_datetime(obj: Model, database: Any) -> Any:
+            value = getattr(obj, attname)
+            if type(value) is datetime and value.tzinfo is not None:
+                return database.ops.adapt_datetimefield_value(value)
+            return prepare(obj, database)
+
+        return prepare_datetime
     plain = _PASSED_AS_IS.get(name)
     if plain is None:
         return prepare

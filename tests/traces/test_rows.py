@@ -113,6 +113,7 @@ def test_a_conflict_on_another_constraint_than_the_named_one_is_an_error():
         insert_rows([same_span_id], ignore_conflicts=True, unique_fields=("request_id", "sequence"))
 
 
+@pytest.mark.filterwarnings("ignore:DateTimeField .* received a naive datetime")
 def test_values_go_to_the_database_as_djangos_own_save_would_send_them():
     """Plain values of plain fields skip Django's conversion (it would give them back as they
     are); anything else takes it: the parameters are the same either way."""
@@ -125,6 +126,7 @@ def test_values_go_to_the_database_as_djangos_own_save_would_send_them():
         span(1, attributes={"a": [1, 2.5]}),
         span(2, span_id="b" * 16, duration_ms=5, kind=SpanKind.TOOL_CALL, name=gettext_lazy("x")),
         span(3, parent_span_id=None, duration_ms=True, status=None),
+        span(4, started_at=timezone.now().replace(tzinfo=None), attributes=[]),
     ]
     fields, _head, _row = _statement(Span, connection.vendor)
     preparers = _preparers(Span, connection.vendor)
