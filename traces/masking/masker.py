@@ -235,6 +235,28 @@ class Masker:
             )
 
     def _walk(self, value: Any) -> Any:
+        # A payload is mostly dicts, lists and strings: those are tested by exact type first,
+        # and a string member is masked without a call of _walk of its own.
+        kind = type(value)
+        if kind is str:
+            return self.mask_text(value)
+        if kind is dict:
+            masked = {}
+            for key, item in value.items():
+                secret = _SECRET_KEYS.get(key)
+                if secret is None:
+                    secret = _secret_key(key)
+                if secret:
+                    masked[key] = self._secret_member(item)
+                elif type(item) is str:
+                    masked[key] = self.mask_text(item)
+                else:
+                    masked[key] = self._walk(item)
+            return masked
+        if kind is list:
+            return [
+                self.mask_text(item) if type(item) is str else self._walk(item) for item in value
+            ]
         if isinstance(value, str):
             return self.mask_text(value)
         if isinstance(value, dict):
@@ -247,8 +269,8 @@ class Masker:
         if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**10:
             # A phone or card number sent as a JSON number.
             text = str(value)
-            masked = self.mask_text(text)
-            return value if masked == text else masked
+            masked_text = self.mask_text(text)
+            return value if masked_text == text else masked_text
         return value
 
     def _secret_member(self, value: Any) -> Any:
