@@ -344,3 +344,18 @@ def test_the_iban_screen_turns_away_only_what_the_iban_search_would(monkeypatch)
 
     assert screened == [numbers_module.NumberFinder._iban_near(t, s) for t, s in cases]
     assert sum(span is not None for span in screened) > 100
+
+
+def test_runs_are_found_where_an_expression_starting_with_any_digit_finds_them():
+    slow = re.compile(r"\d(?<![a-z_\d]\d)(?<!\d[.:]\d)[\d ().\-/]{4,}\d")  # as it was
+    rng = random.Random(13)  # noqa: S311 - reproducible test data
+    pieces = ["1", "38", "12345", " ", "-", ".", ":", "(", ")", "/", "a", "X", "_", "中", "\n",
+              "\uff11\uff12", "\u0661\u0662\u0663", "\u0967", "\U0001d7ce\U0001d7cf",
+              "\U000104a0", "\U0001f600", "\u00b2", "\u2460"]  # fmt: skip
+    texts = ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 20))) for _ in range(20000)]
+    texts += ["".join(chr(c) for c in range(start, start + 300)) for start in range(0, 0x11000, 97)]
+
+    found = [[m.span() for m in numbers_module.RUN.finditer(t)] for t in texts]
+
+    assert found == [[m.span() for m in slow.finditer(t)] for t in texts]
+    assert sum(map(len, found)) > 5000

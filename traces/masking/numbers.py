@@ -26,10 +26,27 @@ from traces.masking.phones import PhoneValidator
 
 Span = tuple[int, int, str, str | None]  # (start, end, kind, normalised form if known)
 
+
+def _digit_or_astral() -> str:
+    """A class of every decimal digit of the Basic Multilingual Plane, and every character
+    beyond it. The engine scans for a pattern's first character class before trying the rest:
+    ``\\d`` costs a Unicode table lookup per character scanned, a class of ranges within the
+    BMP one bitmap test (a scan in 0.7 of the time). ``RUN`` checks the character with ``\\d``
+    next, so that it matches exactly what it matched when it began with ``\\d``."""
+    ranges: list[tuple[int, int]] = []
+    for code in range(0x10000):
+        if chr(code).isdecimal():  # what ``\\d`` matches (Unicode category Nd)
+            if ranges and ranges[-1][1] == code - 1:
+                ranges[-1] = (ranges[-1][0], code)
+            else:
+                ranges.append((code, code))
+    return "[" + "".join(f"\\u{a:04x}-\\u{b:04x}" for a, b in ranges) + "\\U00010000-\\U0010ffff]"
+
+
 # A digit not glued to a lower-case word and not the decimals of an amount (or the seconds of a
 # clock time), then digits and separators. The look-behinds come after the
 # first digit so that the engine's fast scan for a digit still applies.
-RUN = re.compile(r"\d(?<![a-z_\d]\d)(?<!\d[.:]\d)[\d ().\-/]{4,}\d")
+RUN = re.compile(_digit_or_astral() + r"(?<=\d)(?<![a-z_\d]\d)(?<!\d[.:]\d)[\d ().\-/]{4,}\d")
 # Two separators in a row, other than a parenthesis and a space ("(718) 951", "+1 (718)").
 _BREAK = re.compile(r"[ \-./]{2,}|[\-./]\(|\)[.(/]|\([ \-./]")
 _PART = re.compile(r"\d(?:\d|[ \-./](?=\d)|\) ?(?=\d)|[ \-./]?\((?=\d))*")
