@@ -125,6 +125,58 @@ def test_a_number_valid_in_several_regions_still_takes_the_first_unless_formatte
     assert validator.national("0612345678", compact=True, written="0612345678") == "+49612345678"
 
 
+def _national_looking_up_every_region(validator, digits, compact, written):
+    """``PhoneValidator.national`` as it was: every region the number is valid in, then
+    ``_best_written``."""
+    from traces.masking import phones
+
+    screen = validator._screen(len(digits), compact)
+    found = []
+    index = screen.first(digits, 0) if screen else None
+    while index is not None:
+        rules = screen.regions[index]
+        e164 = rules.national_e164(digits, compact)
+        if not written or compact:
+            return e164
+        if all(e164 != f for _, f in found):
+            found.append((rules, e164))
+        index = screen.first(digits, index + 1)
+    if len(found) > 1:
+        return phones._best_written(written, found, digits)
+    return found[0][1] if found else None
+
+
+def _written_forms(rng: random.Random, digits: str) -> list[str]:
+    """``digits`` grouped at random, and as each default region formats them nationally."""
+    forms = []
+    for _ in range(3):
+        cuts = sorted(rng.sample(range(1, len(digits)), rng.randint(1, 4)))
+        pieces = [digits[i:j] for i, j in zip([0, *cuts], [*cuts, len(digits)], strict=True)]
+        forms.append(rng.choice([" ", "-", ".", "/"]).join(pieces))
+    for region in DEFAULT_REGIONS:
+        try:
+            number = phonenumbers.parse(digits, region)
+        except phonenumbers.NumberParseException:
+            continue
+        forms.append(phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.NATIONAL))
+    return forms
+
+
+def test_a_number_valid_in_several_regions_takes_the_region_it_took_with_every_region_known():
+    validator = PhoneValidator()
+    rng = random.Random(7)  # noqa: S311 - reproducible test data
+    checked = several = 0
+    for digits in _national_candidates(rng)[::3]:
+        for written in _written_forms(rng, digits):
+            expected = _national_looking_up_every_region(validator, digits, False, written)
+
+            assert validator.national(digits, written=written) == expected, (digits, written)
+            checked += 1
+            several += expected is not None and len(validator.national_candidates(digits)) > 1
+    assert checked > 20000
+    assert several > 1000, "numbers valid in several regions are what this is about"
+
+
 def test_the_label_shortcuts_agree_with_the_label_expression():
     rng = random.Random(7)  # noqa: S311 - reproducible test data
     words = ["order", "Order #", "ref", "tracking no.", "订单号", "created_at", '"ts": "', "date"]
