@@ -199,6 +199,38 @@ def test_digits_in_a_long_url_are_the_urls_and_digits_after_one_are_not(padding)
     assert "13812345678" not in masker.mask_text(after_url)
 
 
+def _in_url_by_token(text: str, start: int) -> bool:
+    """The URL test as it was: the token the digits are in, from the last boundary before them
+    (looked for in the 64 characters before, then in the whole text), holds "://"."""
+    bounds = " \n\"'<"
+    window = max(0, start - 64)
+    token_start = max(text.rfind(c, window, start) for c in bounds)
+    if token_start < 0 and window:
+        token_start = max(text.rfind(c, 0, window) for c in bounds)
+    return "://" in text[token_start + 1 : start]
+
+
+def test_the_url_shortcut_agrees_with_the_token_it_stands_for():
+    rng = random.Random(13)  # noqa: S311 - reproducible test data
+    pieces = ["https://", "://", ":/", "http", "a.example.com", "/", "/orders/", "?", "=", "&",
+              " ", "\n", '"', "'", "<", "x" * 30, "y" * 61, "12", "中"]  # fmt: skip
+    checked = urls = 0
+    for _ in range(20000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 12))) + "1234567"
+        start = len(text) - 7
+        if text[start - 1] not in "/=?&":
+            continue
+        expected = _in_url_by_token(text, start)
+
+        assert numbers_module.NumberFinder._in_url_or_time(text, start, text[start - 1]) == (
+            expected
+        ), text
+        checked += 1
+        urls += expected
+    assert checked > 5000
+    assert urls > 1000
+
+
 def _digit_strings(rng: random.Random, lengths: range, count: int) -> list[str]:
     return [
         "".join(rng.choice("0123456789") for _ in range(rng.choice(lengths))) for _ in range(count)

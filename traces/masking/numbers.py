@@ -81,6 +81,7 @@ _THOUSANDS = re.compile(r"\d{3}(?:\.\d|,\d{3}|[^\d]|$)")
 _unbroken, _thousands = _BREAK.search, _THOUSANDS.match
 _URL_OR_TIME = frozenset(":/=?&")
 _URL_BOUNDS = " \n\"'<"
+_NO_BOUND = re.compile(r"[^ \n\"'<]*")
 _MASKED_FORM = re.compile(r"\[[a-z][a-z0-9_]{1,39}:$")
 _WORD = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 
@@ -175,9 +176,14 @@ class NumberFinder:
             # Glued to letters: only an IBAN, NIE or resident-ID-like start is of interest.
             return self._letter_led(text, start, end, before)
         if before == " " and start > 1 and "A" <= text[start - 2] <= "Z":
-            found = self._iban_near(text, start) or self._nino(text, start, end)
+            found = self._iban_near(text, start)
             if found:
                 return found
+            # A NINO's six digits, perhaps spaced ("XS 62 85 73 A"): six characters or spaces.
+            if end - start == 6 or (end - start <= 11 and " " in run):
+                found = self._nino(text, start, end)
+                if found:
+                    return found
         # A date's first separator is its second, third or fifth character.
         maybe_date = run[4] in "-/." or run[2] in "-/." or run[1] in "-/."
         date = _DATE_AT_START.match(run) if maybe_date else None
@@ -206,15 +212,21 @@ class NumberFinder:
             return None
         if "." in run and (_IP.fullmatch(run) or _DECIMAL.fullmatch(run)):
             return None
-        if count in (17, 18) and _RESIDENT.fullmatch(run) and checks.cn_resident_id_ok(run):
-            return (start, end, "national_id", None)
+        if count > 12:
+            # A resident ID or a card; or, up to 15 digits, a phone number (no SSN, Aadhaar or
+            # CPF is as long).
+            if count in (17, 18) and _RESIDENT.fullmatch(run) and checks.cn_resident_id_ok(run):
+                return (start, end, "national_id", None)
+            if count <= 19 and _CARD_SHAPE.fullmatch(run) and checks.card_ok(digits):
+                # Issuer, length and Luhn are evidence enough: no label makes it an order number.
+                return (start, end, "card", digits)
+            if count > 15 or _labelled(text, start):
+                return None
+            return self._phone(text, start, end, run, digits, before)
         if count == 11 and "." in run and _CPF.fullmatch(run) and checks.br_cpf_ok(run):
             return (start, end, "national_id", None)
         if count == 6:
             return self._nino(text, start, end)
-        if 13 <= count <= 19 and _CARD_SHAPE.fullmatch(run) and checks.card_ok(digits):
-            # Issuer, length and Luhn are evidence enough: no label makes it an order number.
-            return (start, end, "card", digits)
         # Every other kind right after a label is that label's number ("order 4111…", "#…"):
         # asked before any checksum, as most labelled numbers would fail them anyway.
         if _labelled(text, start):
@@ -233,22 +245,27 @@ class NumberFinder:
     def _phone(
         self, text: str, start: int, end: int, run: str, digits: str, before: str
     ) -> Span | None:
-        if not 7 <= len(digits) <= 15 or run.count("/") > 1:
+        """A phone number of 7 to 15 ``digits`` (``_plain`` asks only those): remembered by
+        ``(digits, international, written)``, a pure function of them (see ``_e164``)."""
+        if "/" in run and run.count("/") > 1:
             return None
         if before == "+":
-            e164 = self._e164(digits, True, "")
+            key = (digits, True, "")
             start -= 1
-        elif digits.startswith("00") and not run.startswith("0 "):
-            e164 = self._e164(digits[2:], True, "")
+        elif digits[0] == "0" and digits[1] == "0" and not run.startswith("0 "):
+            key = (digits[2:], True, "")
         elif len(run) == 10 and run[0] == "1" and run.isdigit():
             return None  # written bare, that is a Unix time (2001-2033), not India's 160x…
         else:
             if before == "(":
                 start -= 1
-            e164 = self._e164(digits, False, run)
+            key = (digits, False, run)
+        e164 = self._phone_memo.get(key, _UNKNOWN)
+        if e164 is _UNKNOWN:
+            e164 = self._e164(*key)
         if e164 is None or (before in "(+" and _labelled(text, start)):
             return None  # (without its "(" or "+", the number was not labelled: see _plain)
-        return (start, end, "phone", e164)
+        return (start, end, "phone", e164)  # type: ignore[return-value]
 
     def _e164(self, digits: str, international: bool, written: str) -> str | None:
         """``phones.international(digits)``, or ``phones.national`` of ``digits`` as
@@ -348,12 +365,16 @@ class NumberFinder:
             return (start > 1 and text[start - 2].isdigit()) or _MASKED_FORM.search(
                 text, max(0, start - 42), start
             ) is not None
-        # The token starts after the last space, newline, quote or "<": looked for in the 64
-        # characters before first (a URL is rarely longer), then in the whole text.
+        # The token starts after the last space, newline, quote or "<". In the 64 characters
+        # before (a URL is rarely longer): the last "://" there, if no boundary follows it.
         window = max(0, start - 64)
-        token_start = max(text.rfind(c, window, start) for c in _URL_BOUNDS)
-        if token_start < 0 and window:
-            token_start = max(text.rfind(c, 0, window) for c in _URL_BOUNDS)
+        scheme = text.rfind("://", window, start)
+        if scheme >= 0:
+            return _NO_BOUND.fullmatch(text, scheme + 3, start) is not None
+        if not window or _NO_BOUND.fullmatch(text, window, start) is None:
+            return False  # the token starts in the window, and holds no "://"
+        # A token longer than the window: where it starts, from the whole text.
+        token_start = max(text.rfind(c, 0, window) for c in _URL_BOUNDS)
         return "://" in text[token_start + 1 : start]
 
 
