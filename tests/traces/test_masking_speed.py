@@ -444,3 +444,35 @@ def test_runs_are_found_where_an_expression_starting_with_any_digit_finds_them()
 
     assert found == [[m.span() for m in slow.finditer(t)] for t in texts]
     assert sum(map(len, found)) > 5000
+
+
+def _without_overlaps_sorting_all(spans):
+    """``masker._without_overlaps`` as it was: every span sorted by start and priority."""
+    ordered = sorted((span[0], priority, span) for priority, span in enumerate(spans))
+    kept, priorities = [], []
+    for start, priority, span in ordered:
+        if kept and start < kept[-1][1]:
+            if priority < priorities[-1] and (len(kept) < 2 or kept[-2][1] <= start):
+                kept[-1], priorities[-1] = span, priority
+            continue
+        kept.append(span)
+        priorities.append(priority)
+    return kept
+
+
+def test_spans_that_do_not_overlap_are_kept_as_when_all_were_sorted():
+    rng = random.Random(13)  # noqa: S311 - reproducible test data
+    disjoint = 0
+    for _ in range(20000):
+        spans = []
+        for kind in rng.sample(["api_key", "email", "phone", "card"], rng.randint(1, 4)):
+            position = rng.randint(0, 30)
+            for _ in range(rng.randint(0, 4)):
+                start = position + rng.randint(0, 12)
+                position = start + rng.randint(0, 9)
+                spans.append((start, position, kind, rng.choice([None, "x"])))
+        expected = _without_overlaps_sorting_all(spans)
+
+        assert masker_module._without_overlaps(spans) == expected, spans
+        disjoint += len(expected) == len(spans)
+    assert 2000 < disjoint < 18000, "both paths must be taken"
