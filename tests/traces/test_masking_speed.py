@@ -415,22 +415,6 @@ def test_the_digit_groups_of_a_shape_are_those_of_the_expression_and_their_cache
     assert len(phones._GROUPS_OF) <= 4097
 
 
-def test_the_iban_screen_turns_away_only_what_the_iban_search_would(monkeypatch):
-    rng = random.Random(13)  # noqa: S311 - reproducible test data
-    pieces = ["DE89", "GB82", "NL91", "YT12", "ID", " ", "WEST", "ABNA", "3704", "0044", "0532",
-              "0130", "00", "12", "X", "²", "\uff11", "-", "ab", "DE89 3704 0044 0532 0130 00",
-              "GB82 WEST 1234 5698 7654 32", "NL91ABNA0417164300"]  # fmt: skip
-    cases = []
-    for _ in range(20000):
-        text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 9)))
-        cases += [(text, start) for start in range(len(text)) if text[start].isdigit()]
-    screened = [numbers_module.NumberFinder._iban_near(text, start) for text, start in cases]
-    monkeypatch.setattr(numbers_module, "_IBAN_HEAD", re.compile(""))  # screens nothing out
-
-    assert screened == [numbers_module.NumberFinder._iban_near(t, s) for t, s in cases]
-    assert sum(span is not None for span in screened) > 100
-
-
 def test_runs_are_found_where_an_expression_starting_with_any_digit_finds_them():
     slow = re.compile(r"\d(?<![a-z_\d]\d)(?<!\d[.:]\d)[\d ().\-/]{4,}\d")  # as it was
     rng = random.Random(13)  # noqa: S311 - reproducible test data
@@ -476,3 +460,19 @@ def test_spans_that_do_not_overlap_are_kept_as_when_all_were_sorted():
         assert masker_module._without_overlaps(spans) == expected, spans
         disjoint += len(expected) == len(spans)
     assert 2000 < disjoint < 18000, "both paths must be taken"
+
+
+def test_the_iban_screen_turns_away_only_what_the_iban_search_would(monkeypatch):
+    rng = random.Random(13)  # noqa: S311 - reproducible test data
+    pieces = ["DE89", "GB82", "NL91", "YT12", "ID", " ", "WEST", "ABNA", "3704", "0044", "0532",
+              "0130", "00", "12", "X", "²", "\uff11", "-", "ab", "DE89 3704 0044 0532 0130 00",
+              "GB82 WEST 1234 5698 7654 32", "NL91ABNA0417164300"]  # fmt: skip
+    cases = []
+    for _ in range(20000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 9)))
+        cases += [(text, start) for start in range(len(text)) if text[start].isdigit()]
+    screened = [numbers_module.NumberFinder._iban_near(text, start) for text, start in cases]
+    monkeypatch.setattr(numbers_module, "_IBAN_HEAD", re.compile(""))  # screens nothing out
+
+    assert screened == [numbers_module.NumberFinder._iban_near(t, s) for t, s in cases]
+    assert sum(span is not None for span in screened) > 100
