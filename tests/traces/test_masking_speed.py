@@ -395,7 +395,7 @@ def test_amounts_and_addresses_are_turned_away_only_where_classification_would()
             ]
         )
         text = rng.choice(befores) + value + rng.choice(['"', " ", "元", "Z", "X", ""])
-        for match in numbers_module.RUN.finditer(text):
+        for match in _EVERY_RUN.finditer(text):
             start, end = match.span()
             before = text[start - 1] if start else " "
             if numbers_module._amount_or_address(match.group(0), before):
@@ -415,6 +415,44 @@ def test_the_digit_groups_of_a_shape_are_those_of_the_expression_and_their_cache
     assert len(phones._GROUPS_OF) <= 4097
 
 
+# Every run, before ``RUN`` turns away the amounts and addresses no other run starts inside.
+_EVERY_RUN = re.compile(numbers_module._RUN_START + numbers_module._RUN_BODY)
+
+
+def test_the_runs_the_expression_turns_away_are_those_the_loop_turned_away(monkeypatch):
+    rng = random.Random(13)  # noqa: S311 - reproducible test data
+    pieces = ["339,990.28", "1,234", ",", "990.28", "31382110.31", "12.5", "1.234",
+              "192.168.86.103", "10.0.0.1", "1.2.3.4.5", "13812345678", "2026-11-30",
+              "(718) 951-1807", " ", "  ", "-", ".", "/", "(", ")", '"', "'", ":", "=", "#",
+              "金额", "元", "x", "X", "_", "DE", "\n", "\uff11\uff12", "9", "00",
+              "DE89 3704 0044 0532 0130 00", "GB82 WEST 1234 5698 7654 32", "DE89",
+              "NL91ABNA0417164300", "NINO AB 12 34 56"]  # fmt: skip
+    texts = ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 10))) for _ in range(30000)]
+    with_every_run = Masker(b"test-key")._numbers
+    monkeypatch.setattr(numbers_module, "RUN", _EVERY_RUN)
+    expected = [with_every_run.find(t) for t in texts]
+    monkeypatch.undo()
+
+    finder = Masker(b"test-key")._numbers
+    assert [finder.find(t) for t in texts] == expected
+    removed = 0
+    for text in texts:
+        kept = {m.span() for m in numbers_module.RUN.finditer(text)}
+        for match in _EVERY_RUN.finditer(text):
+            if match.span() in kept:
+                continue
+            start, run = match.start(), match.group(0)  # turned away: as the loop would have
+            before = text[start - 1] if start else " "
+            thousands = before == "," and start > 1 and text[start - 2].isdigit()
+            assert numbers_module._BREAK.search(run) is None, text
+            assert (thousands and numbers_module._THOUSANDS.match(text, start)) or (
+                numbers_module._amount_or_address(run, before)
+            ), text
+            removed += 1
+        assert kept <= {m.span() for m in _EVERY_RUN.finditer(text)}
+    assert removed > 5000, "the look-alikes turned away must be common in the texts"
+
+
 def test_runs_are_found_where_an_expression_starting_with_any_digit_finds_them():
     slow = re.compile(r"\d(?<![a-z_\d]\d)(?<!\d[.:]\d)[\d ().\-/]{4,}\d")  # as it was
     rng = random.Random(13)  # noqa: S311 - reproducible test data
@@ -424,7 +462,7 @@ def test_runs_are_found_where_an_expression_starting_with_any_digit_finds_them()
     texts = ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 20))) for _ in range(20000)]
     texts += ["".join(chr(c) for c in range(start, start + 300)) for start in range(0, 0x11000, 97)]
 
-    found = [[m.span() for m in numbers_module.RUN.finditer(t)] for t in texts]
+    found = [[m.span() for m in _EVERY_RUN.finditer(t)] for t in texts]
 
     assert found == [[m.span() for m in slow.finditer(t)] for t in texts]
     assert sum(map(len, found)) > 5000
