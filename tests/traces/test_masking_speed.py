@@ -125,6 +125,58 @@ def test_a_number_valid_in_several_regions_still_takes_the_first_unless_formatte
     assert validator.national("0612345678", compact=True, written="0612345678") == "+49612345678"
 
 
+def _national_looking_up_every_region(validator, digits, compact, written):
+    """``PhoneValidator.national`` as it was: every region the number is valid in, then
+    ``_best_written``."""
+    from traces.masking import phones
+
+    screen = validator._screen(len(digits), compact)
+    found = []
+    index = screen.first(digits, 0) if screen else None
+    while index is not None:
+        rules = screen.regions[index]
+        e164 = rules.national_e164(digits, compact)
+        if not written or compact:
+            return e164
+        if all(e164 != f for _, f in found):
+            found.append((rules, e164))
+        index = screen.first(digits, index + 1)
+    if len(found) > 1:
+        return phones._best_written(written, found, digits)
+    return found[0][1] if found else None
+
+
+def _written_forms(rng: random.Random, digits: str) -> list[str]:
+    """``digits`` grouped at random, and as each default region formats them nationally."""
+    forms = []
+    for _ in range(3):
+        cuts = sorted(rng.sample(range(1, len(digits)), rng.randint(1, 4)))
+        pieces = [digits[i:j] for i, j in zip([0, *cuts], [*cuts, len(digits)], strict=True)]
+        forms.append(rng.choice([" ", "-", ".", "/"]).join(pieces))
+    for region in DEFAULT_REGIONS:
+        try:
+            number = phonenumbers.parse(digits, region)
+        except phonenumbers.NumberParseException:
+            continue
+        forms.append(phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.NATIONAL))
+    return forms
+
+
+def test_a_number_valid_in_several_regions_takes_the_region_it_took_with_every_region_known():
+    validator = PhoneValidator()
+    rng = random.Random(7)  # noqa: S311 - reproducible test data
+    checked = several = 0
+    for digits in _national_candidates(rng)[::3]:
+        for written in _written_forms(rng, digits):
+            expected = _national_looking_up_every_region(validator, digits, False, written)
+
+            assert validator.national(digits, written=written) == expected, (digits, written)
+            checked += 1
+            several += expected is not None and len(validator.national_candidates(digits)) > 1
+    assert checked > 20000
+    assert several > 1000, "numbers valid in several regions are what this is about"
+
+
 def test_the_label_shortcuts_agree_with_the_label_expression():
     rng = random.Random(7)  # noqa: S311 - reproducible test data
     words = ["order", "Order #", "ref", "tracking no.", "订单号", "created_at", '"ts": "', "date"]
@@ -145,6 +197,38 @@ def test_digits_in_a_long_url_are_the_urls_and_digits_after_one_are_not(padding)
 
     assert masker.mask_text(f"see {url} now") == f"see {url} now"
     assert "13812345678" not in masker.mask_text(after_url)
+
+
+def _in_url_by_token(text: str, start: int) -> bool:
+    """The URL test as it was: the token the digits are in, from the last boundary before them
+    (looked for in the 64 characters before, then in the whole text), holds "://"."""
+    bounds = " \n\"'<"
+    window = max(0, start - 64)
+    token_start = max(text.rfind(c, window, start) for c in bounds)
+    if token_start < 0 and window:
+        token_start = max(text.rfind(c, 0, window) for c in bounds)
+    return "://" in text[token_start + 1 : start]
+
+
+def test_the_url_shortcut_agrees_with_the_token_it_stands_for():
+    rng = random.Random(13)  # noqa: S311 - reproducible test data
+    pieces = ["https://", "://", ":/", "http", "a.example.com", "/", "/orders/", "?", "=", "&",
+              " ", "\n", '"', "'", "<", "x" * 30, "y" * 61, "12", "中"]  # fmt: skip
+    checked = urls = 0
+    for _ in range(20000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 12))) + "1234567"
+        start = len(text) - 7
+        if text[start - 1] not in "/=?&":
+            continue
+        expected = _in_url_by_token(text, start)
+
+        assert numbers_module.NumberFinder._in_url_or_time(text, start, text[start - 1]) == (
+            expected
+        ), text
+        checked += 1
+        urls += expected
+    assert checked > 5000
+    assert urls > 1000
 
 
 def _digit_strings(rng: random.Random, lengths: range, count: int) -> list[str]:
@@ -204,6 +288,7 @@ def _near_valid(rng: random.Random, valid: list[str], alphabet: str) -> list[str
 
 
 _ODD = ["", " ", "-", "0", "\uff11\uff12\uff13", "\u0661\u0662", "`", "12`4", " 123 ", "\t1"]
+_ODD += ["078-05-1120", "219-09-9999", "457-55-5462", "666-12-3456", "900-12-3456"]  # SSNs never
 
 
 @pytest.mark.parametrize(
@@ -310,7 +395,7 @@ def test_amounts_and_addresses_are_turned_away_only_where_classification_would()
             ]
         )
         text = rng.choice(befores) + value + rng.choice(['"', " ", "元", "Z", "X", ""])
-        for match in numbers_module.RUN.finditer(text):
+        for match in _EVERY_RUN.finditer(text):
             start, end = match.span()
             before = text[start - 1] if start else " "
             if numbers_module._amount_or_address(match.group(0), before):
@@ -328,6 +413,91 @@ def test_the_digit_groups_of_a_shape_are_those_of_the_expression_and_their_cache
     for shape in shapes:
         assert phones._groups(shape) == phones._GROUPS.findall(shape)
     assert len(phones._GROUPS_OF) <= 4097
+
+
+# Every run, before ``RUN`` turns away the amounts and addresses no other run starts inside.
+_EVERY_RUN = re.compile(numbers_module._RUN_START + numbers_module._RUN_BODY)
+
+
+def test_the_runs_the_expression_turns_away_are_those_the_loop_turned_away(monkeypatch):
+    rng = random.Random(13)  # noqa: S311 - reproducible test data
+    pieces = ["339,990.28", "1,234", ",", "990.28", "31382110.31", "12.5", "1.234",
+              "192.168.86.103", "10.0.0.1", "1.2.3.4.5", "13812345678", "2026-11-30",
+              "(718) 951-1807", " ", "  ", "-", ".", "/", "(", ")", '"', "'", ":", "=", "#",
+              "金额", "元", "x", "X", "_", "DE", "\n", "\uff11\uff12", "9", "00",
+              "DE89 3704 0044 0532 0130 00", "GB82 WEST 1234 5698 7654 32", "DE89",
+              "NL91ABNA0417164300", "NINO AB 12 34 56"]  # fmt: skip
+    texts = ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 10))) for _ in range(30000)]
+    with_every_run = Masker(b"test-key")._numbers
+    monkeypatch.setattr(numbers_module, "RUN", _EVERY_RUN)
+    expected = [with_every_run.find(t) for t in texts]
+    monkeypatch.undo()
+
+    finder = Masker(b"test-key")._numbers
+    assert [finder.find(t) for t in texts] == expected
+    removed = 0
+    for text in texts:
+        kept = {m.span() for m in numbers_module.RUN.finditer(text)}
+        for match in _EVERY_RUN.finditer(text):
+            if match.span() in kept:
+                continue
+            start, run = match.start(), match.group(0)  # turned away: as the loop would have
+            before = text[start - 1] if start else " "
+            thousands = before == "," and start > 1 and text[start - 2].isdigit()
+            assert numbers_module._BREAK.search(run) is None, text
+            assert (thousands and numbers_module._THOUSANDS.match(text, start)) or (
+                numbers_module._amount_or_address(run, before)
+            ), text
+            removed += 1
+        assert kept <= {m.span() for m in _EVERY_RUN.finditer(text)}
+    assert removed > 5000, "the look-alikes turned away must be common in the texts"
+
+
+def test_runs_are_found_where_an_expression_starting_with_any_digit_finds_them():
+    slow = re.compile(r"\d(?<![a-z_\d]\d)(?<!\d[.:]\d)[\d ().\-/]{4,}\d")  # as it was
+    rng = random.Random(13)  # noqa: S311 - reproducible test data
+    pieces = ["1", "38", "12345", " ", "-", ".", ":", "(", ")", "/", "a", "X", "_", "中", "\n",
+              "\uff11\uff12", "\u0661\u0662\u0663", "\u0967", "\U0001d7ce\U0001d7cf",
+              "\U000104a0", "\U0001f600", "\u00b2", "\u2460"]  # fmt: skip
+    texts = ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 20))) for _ in range(20000)]
+    texts += ["".join(chr(c) for c in range(start, start + 300)) for start in range(0, 0x11000, 97)]
+
+    found = [[m.span() for m in _EVERY_RUN.finditer(t)] for t in texts]
+
+    assert found == [[m.span() for m in slow.finditer(t)] for t in texts]
+    assert sum(map(len, found)) > 5000
+
+
+def _without_overlaps_sorting_all(spans):
+    """``masker._without_overlaps`` as it was: every span sorted by start and priority."""
+    ordered = sorted((span[0], priority, span) for priority, span in enumerate(spans))
+    kept, priorities = [], []
+    for start, priority, span in ordered:
+        if kept and start < kept[-1][1]:
+            if priority < priorities[-1] and (len(kept) < 2 or kept[-2][1] <= start):
+                kept[-1], priorities[-1] = span, priority
+            continue
+        kept.append(span)
+        priorities.append(priority)
+    return kept
+
+
+def test_spans_that_do_not_overlap_are_kept_as_when_all_were_sorted():
+    rng = random.Random(13)  # noqa: S311 - reproducible test data
+    disjoint = 0
+    for _ in range(20000):
+        spans = []
+        for kind in rng.sample(["api_key", "email", "phone", "card"], rng.randint(1, 4)):
+            position = rng.randint(0, 30)
+            for _ in range(rng.randint(0, 4)):
+                start = position + rng.randint(0, 12)
+                position = start + rng.randint(0, 9)
+                spans.append((start, position, kind, rng.choice([None, "x"])))
+        expected = _without_overlaps_sorting_all(spans)
+
+        assert masker_module._without_overlaps(spans) == expected, spans
+        disjoint += len(expected) == len(spans)
+    assert 2000 < disjoint < 18000, "both paths must be taken"
 
 
 def test_the_iban_screen_turns_away_only_what_the_iban_search_would(monkeypatch):

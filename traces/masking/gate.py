@@ -60,9 +60,8 @@ class NeedleGate:
                 scratch = self._local.scratch
             except AttributeError:
                 scratch = self._local.scratch = self._scratch.clone()
-            self._database.scan(
-                text.encode(), match_event_handler=_on_match, context=hits, scratch=scratch
-            )
+            # Arguments by position: parsing keywords cost a quarter of the scan of a document.
+            self._database.scan(text.encode(), _on_match, 0, hits, scratch)
             if not hits:
                 return []  # most texts
             return [self.detectors[i] for i in sorted(hits)]

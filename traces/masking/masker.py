@@ -16,6 +16,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
+from operator import itemgetter
 from typing import Any
 
 from traces.masking.detectors import SECRET_KINDS, TEXT_DETECTORS
@@ -299,6 +300,16 @@ def _secret_key(key: Any) -> bool:
 def _without_overlaps(spans: list[Span]) -> list[Span]:
     """The spans in text order, without overlaps: of two that overlap, the one listed first
     (``spans`` is in priority order: secrets, extra detectors, e-mail, numbers) is kept."""
+    # Most often nothing overlaps (e-mail addresses and numbers side by side): then every span
+    # is kept, in text order (a stable sort by start keeps the priority order of equal starts).
+    in_order = sorted(spans, key=_start_of)
+    end = -1
+    for span in in_order:
+        if span[0] < end:
+            break
+        end = span[1]
+    else:
+        return in_order
     ordered = sorted((span[0], priority, span) for priority, span in enumerate(spans))
     kept: list[Span] = []
     priorities: list[int] = []
@@ -310,6 +321,9 @@ def _without_overlaps(spans: list[Span]) -> list[Span]:
         kept.append(span)
         priorities.append(priority)
     return kept
+
+
+_start_of = itemgetter(0)
 
 
 def phone_regions() -> tuple[str, ...]:

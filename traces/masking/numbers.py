@@ -26,10 +26,44 @@ from traces.masking.phones import PhoneValidator
 
 Span = tuple[int, int, str, str | None]  # (start, end, kind, normalised form if known)
 
+
+def _digit_or_astral() -> str:
+    """A class of every decimal digit of the Basic Multilingual Plane, and every character
+    beyond it. The engine scans for a pattern's first character class before trying the rest:
+    ``\\d`` costs a Unicode table lookup per character scanned, a class of ranges within the
+    BMP one bitmap test (a scan in 0.7 of the time). ``RUN`` checks the character with ``\\d``
+    next, so that it matches exactly what it matched when it began with ``\\d``."""
+    ranges: list[tuple[int, int]] = []
+    for code in range(0x10000):
+        if chr(code).isdecimal():  # what ``\\d`` matches (Unicode category Nd)
+            if ranges and ranges[-1][1] == code - 1:
+                ranges[-1] = (ranges[-1][0], code)
+            else:
+                ranges.append((code, code))
+    return "[" + "".join(f"\\u{a:04x}-\\u{b:04x}" for a, b in ranges) + "\\U00010000-\\U0010ffff]"
+
+
 # A digit not glued to a lower-case word and not the decimals of an amount (or the seconds of a
 # clock time), then digits and separators. The look-behinds come after the
-# first digit so that the engine's fast scan for a digit still applies.
-RUN = re.compile(r"\d(?<![a-z_\d]\d)(?<!\d[.:]\d)[\d ().\-/]{4,}\d")
+# first digit so that the engine's fast scan for a digit still applies. "0-9" beside "\d":
+# ASCII digits are then found in the class's bitmap, before the Unicode lookup "\d" costs.
+_RUN_START = _digit_or_astral() + r"(?<=\d)(?<![a-z_\d]\d)(?<!\d[.:]\d)"
+_RUN_BODY = r"[0-9\d ().\-/]{4,}[0-9\d]"
+# Where a run ends: no separators then a digit follow.
+_RUN_END = r"(?![ ().\-/]*[0-9\d])"
+# Two look-alikes the loop in ``NumberFinder.find`` would turn away, whole runs that no other run
+# can start inside (after a digit, or a dot after a digit, none can), turned away by the
+# expression instead, so that they never reach Python: the decimals of an amount after its
+# thousands ("339,990.28": "990.28" after an ASCII digit and a comma, ``_THOUSANDS``) and an
+# amount or a dotted quad after a character that is no ASCII letter, digit, "_", space or "-"
+# (``"31382110.31"``, ``金额90720742.53``, ``"ip": "192.168.86.103"``: ``_amount_or_address``).
+# A quarter of the runs of a dense corpus; ``tests/traces/test_masking_speed.py`` holds the
+# finder's answers to those it gives with every run.
+_TURNED_AWAY = (
+    r"(?!(?<=[0-9],\d)\d\d\.\d++" + _RUN_END + r"|(?<=[^A-Za-z0-9_ \-]\d)"
+    r"(?:\d*+\.\d{1,2}+|\d{0,2}+\.\d{1,3}+\.\d{1,3}+\.\d{1,3}+)" + _RUN_END + ")"
+)
+RUN = re.compile(_RUN_START + _TURNED_AWAY + _RUN_BODY)
 # Two separators in a row, other than a parenthesis and a space ("(718) 951", "+1 (718)").
 _BREAK = re.compile(r"[ \-./]{2,}|[\-./]\(|\)[.(/]|\([ \-./]")
 _PART = re.compile(r"\d(?:\d|[ \-./](?=\d)|\) ?(?=\d)|[ \-./]?\((?=\d))*")
@@ -64,6 +98,7 @@ _THOUSANDS = re.compile(r"\d{3}(?:\.\d|,\d{3}|[^\d]|$)")
 _unbroken, _thousands = _BREAK.search, _THOUSANDS.match
 _URL_OR_TIME = frozenset(":/=?&")
 _URL_BOUNDS = " \n\"'<"
+_NO_BOUND = re.compile(r"[^ \n\"'<]*")
 _MASKED_FORM = re.compile(r"\[[a-z][a-z0-9_]{1,39}:$")
 _WORD = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 
@@ -158,9 +193,14 @@ class NumberFinder:
             # Glued to letters: only an IBAN, NIE or resident-ID-like start is of interest.
             return self._letter_led(text, start, end, before)
         if before == " " and start > 1 and "A" <= text[start - 2] <= "Z":
-            found = self._iban_near(text, start) or self._nino(text, start, end)
+            found = self._iban_near(text, start)
             if found:
                 return found
+            # A NINO's six digits, perhaps spaced ("XS 62 85 73 A"): six characters or spaces.
+            if end - start == 6 or (end - start <= 11 and " " in run):
+                found = self._nino(text, start, end)
+                if found:
+                    return found
         # A date's first separator is its second, third or fifth character.
         maybe_date = run[4] in "-/." or run[2] in "-/." or run[1] in "-/."
         date = _DATE_AT_START.match(run) if maybe_date else None
@@ -189,15 +229,21 @@ class NumberFinder:
             return None
         if "." in run and (_IP.fullmatch(run) or _DECIMAL.fullmatch(run)):
             return None
-        if count in (17, 18) and _RESIDENT.fullmatch(run) and checks.cn_resident_id_ok(run):
-            return (start, end, "national_id", None)
+        if count > 12:
+            # A resident ID or a card; or, up to 15 digits, a phone number (no SSN, Aadhaar or
+            # CPF is as long).
+            if count in (17, 18) and _RESIDENT.fullmatch(run) and checks.cn_resident_id_ok(run):
+                return (start, end, "national_id", None)
+            if count <= 19 and _CARD_SHAPE.fullmatch(run) and checks.card_ok(digits):
+                # Issuer, length and Luhn are evidence enough: no label makes it an order number.
+                return (start, end, "card", digits)
+            if count > 15 or _labelled(text, start):
+                return None
+            return self._phone(text, start, end, run, digits, before)
         if count == 11 and "." in run and _CPF.fullmatch(run) and checks.br_cpf_ok(run):
             return (start, end, "national_id", None)
         if count == 6:
             return self._nino(text, start, end)
-        if 13 <= count <= 19 and _CARD_SHAPE.fullmatch(run) and checks.card_ok(digits):
-            # Issuer, length and Luhn are evidence enough: no label makes it an order number.
-            return (start, end, "card", digits)
         # Every other kind right after a label is that label's number ("order 4111…", "#…"):
         # asked before any checksum, as most labelled numbers would fail them anyway.
         if _labelled(text, start):
@@ -216,22 +262,27 @@ class NumberFinder:
     def _phone(
         self, text: str, start: int, end: int, run: str, digits: str, before: str
     ) -> Span | None:
-        if not 7 <= len(digits) <= 15 or run.count("/") > 1:
+        """A phone number of 7 to 15 ``digits`` (``_plain`` asks only those): remembered by
+        ``(digits, international, written)``, a pure function of them (see ``_e164``)."""
+        if "/" in run and run.count("/") > 1:
             return None
         if before == "+":
-            e164 = self._e164(digits, True, "")
+            key = (digits, True, "")
             start -= 1
-        elif digits.startswith("00") and not run.startswith("0 "):
-            e164 = self._e164(digits[2:], True, "")
+        elif digits[0] == "0" and digits[1] == "0" and not run.startswith("0 "):
+            key = (digits[2:], True, "")
         elif len(run) == 10 and run[0] == "1" and run.isdigit():
             return None  # written bare, that is a Unix time (2001-2033), not India's 160x…
         else:
             if before == "(":
                 start -= 1
-            e164 = self._e164(digits, False, run)
+            key = (digits, False, run)
+        e164 = self._phone_memo.get(key, _UNKNOWN)
+        if e164 is _UNKNOWN:
+            e164 = self._e164(*key)
         if e164 is None or (before in "(+" and _labelled(text, start)):
             return None  # (without its "(" or "+", the number was not labelled: see _plain)
-        return (start, end, "phone", e164)
+        return (start, end, "phone", e164)  # type: ignore[return-value]
 
     def _e164(self, digits: str, international: bool, written: str) -> str | None:
         """``phones.international(digits)``, or ``phones.national`` of ``digits`` as
@@ -331,12 +382,16 @@ class NumberFinder:
             return (start > 1 and text[start - 2].isdigit()) or _MASKED_FORM.search(
                 text, max(0, start - 42), start
             ) is not None
-        # The token starts after the last space, newline, quote or "<": looked for in the 64
-        # characters before first (a URL is rarely longer), then in the whole text.
+        # The token starts after the last space, newline, quote or "<". In the 64 characters
+        # before (a URL is rarely longer): the last "://" there, if no boundary follows it.
         window = max(0, start - 64)
-        token_start = max(text.rfind(c, window, start) for c in _URL_BOUNDS)
-        if token_start < 0 and window:
-            token_start = max(text.rfind(c, 0, window) for c in _URL_BOUNDS)
+        scheme = text.rfind("://", window, start)
+        if scheme >= 0:
+            return _NO_BOUND.fullmatch(text, scheme + 3, start) is not None
+        if not window or _NO_BOUND.fullmatch(text, window, start) is None:
+            return False  # the token starts in the window, and holds no "://"
+        # A token longer than the window: where it starts, from the whole text.
+        token_start = max(text.rfind(c, 0, window) for c in _URL_BOUNDS)
         return "://" in text[token_start + 1 : start]
 
 

@@ -184,21 +184,43 @@ class PhoneValidator:
     def national(self, digits: str, compact: bool = False, written: str = "") -> str | None:
         """The E.164 form of a number written nationally. When it is valid in several default
         regions (``06 12 34 56 78`` is French and German), the region that formats it the way
-        it is ``written`` wins, then the first region in order."""
+        it is ``written`` wins, then the first region in order.
+
+        The regions are tried in order and the first that formats the number as written is
+        taken at once: the regions after it could not change the answer (``_best_written``
+        takes the first such region), so they are not looked up."""
         screen = self._screen(len(digits), compact)
-        found: list[tuple[RegionRules, str]] = []
         index = screen.first(digits, 0) if screen else None
-        while index is not None:  # most digit runs: valid in no region, one match
+        if index is None:
+            return None  # most digit runs: valid in no region, one match
+        rules = screen.regions[index]  # type: ignore[union-attr]
+        e164 = rules.national_e164(digits, compact)
+        if not written or compact:
+            return e164
+        shape = _shape_of(written)
+        found = [(rules, e164)]
+        shapes = [_written_shape(rules, e164, digits)]
+        if shapes[0] == shape:
+            return e164
+        index = screen.first(digits, index + 1)  # type: ignore[union-attr]
+        while index is not None:
             rules = screen.regions[index]  # type: ignore[union-attr]
             e164 = rules.national_e164(digits, compact)
-            if not written or compact:
-                return e164
             if all(e164 != f for _, f in found):  # the US and Canada: one country code
+                formatted = _written_shape(rules, e164, digits)
+                if formatted == shape:
+                    return e164
                 found.append((rules, e164))
+                shapes.append(formatted)
             index = screen.first(digits, index + 1)  # type: ignore[union-attr]
         if len(found) > 1:
-            return _best_written(written, found, digits)
-        return found[0][1] if found else None
+            # No region formats it as written: the first after the first whose groups of
+            # digits are those written (``_best_written``).
+            groups = _groups(shape)
+            for (_, e164), formatted in zip(found[1:], shapes[1:], strict=True):
+                if _groups(formatted) == groups:
+                    return e164
+        return found[0][1]
 
     def _screen(self, length: int, compact: bool) -> _Screen | None:
         key = (length, compact)
@@ -282,21 +304,35 @@ class _Screen:
 
 def _best_written(written: str, found: list[tuple[RegionRules, str]], digits: str) -> str:
     """Of the forms ``found`` (region, E.164) a number is valid in, the one of the region
-    that formats it the way it is ``written``."""
-    written = written.strip()
-    shape = written.translate(_DIGIT_SHAPE) if written.isascii() else _SHAPE.sub("d", written)
+    that formats it the way it is ``written``. (``PhoneValidator.national`` gives the same
+    answer without looking up every region; ``tests/traces/test_masking_speed.py`` holds it to
+    this.)"""
+    shape = _shape_of(written)
     groups = _groups(shape)
     best = found[0][1]
     for rules, e164 in found:
-        formatted = _national_shape(rules.region, e164[1 + len(rules.country_code) :])
-        prefix = rules.national_prefix
-        if prefix and not rules.nanpa and not digits.startswith(prefix):
-            formatted = formatted.replace("d" * len(prefix), "", 1)  # written without it
+        formatted = _written_shape(rules, e164, digits)
         if formatted == shape:
             return e164
         if best == found[0][1] and _groups(formatted) == groups:
             best = e164
     return best
+
+
+def _shape_of(written: str) -> str:
+    """``written`` with its digits as ``d`` (``06 12 34 56 78`` → ``dd dd dd dd dd``)."""
+    written = written.strip()
+    return written.translate(_DIGIT_SHAPE) if written.isascii() else _SHAPE.sub("d", written)
+
+
+def _written_shape(rules: RegionRules, e164: str, digits: str) -> str:
+    """How ``rules``' region writes the number ``e164`` nationally, digits as ``d``, without
+    the national prefix if ``digits`` were written without it."""
+    formatted = _national_shape(rules.region, e164[1 + len(rules.country_code) :])
+    prefix = rules.national_prefix
+    if prefix and not rules.nanpa and not digits.startswith(prefix):
+        formatted = formatted.replace("d" * len(prefix), "", 1)  # written without it
+    return formatted
 
 
 _DIGIT_SHAPE = str.maketrans("0123456789", "dddddddddd")
