@@ -7,12 +7,18 @@ PY := $(VENV)/bin/python
 
 # The runtime (requirements.txt) plus what tests and lint need (requirements-dev.txt includes
 # the runtime); the Docker image installs the runtime alone.
-$(VENV)/.installed: requirements.txt requirements-dev.txt
+$(VENV)/.installed: requirements.txt requirements-dev.txt requirements-build.txt
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 	touch $@
 
-install: $(VENV)/.installed
+# The masker's hot modules compiled with mypyc into build/masking (README "Figures"), again
+# whenever one of its sources changes. Never fails: without a C compiler it warns, writes no
+# manifest (so the next install tries again) and the pure-Python modules are used.
+build/masking/manifest.json: $(VENV)/.installed scripts/build_masking.py $(wildcard traces/masking/*.py)
+	$(PY) scripts/build_masking.py
+
+install: $(VENV)/.installed build/masking/manifest.json
 
 ## Set up and serve the demo on embedded defaults (SQLite, filesystem broker, scripted model).
 run: install
@@ -44,4 +50,4 @@ bench-peers: install bench/peers/.venv/.installed
 	$(PY) bench/peers/compare.py
 
 clean:
-	rm -rf $(VENV) var
+	rm -rf $(VENV) var build

@@ -8,7 +8,9 @@ it is at ``--against`` into a temporary package, masks the same texts with both 
 per corpus, one document at a time, as a run does) and compares every masked text and the
 fingerprints each masker drains, in order. Texts: the corpora of ``bench/masking_corpus.py``
 for each seed, and generated fragments mixing planted values, look-alikes, separators and
-labels. Prints the first differences and exits 1 if there are any.
+labels. Prints the first differences and exits 1 if there are any. This checkout's masker runs
+its compiled modules when they are built and current (``traces.masking.compiled``; the first
+line says which): against ``main`` that compares them with the pure-Python ones.
 """
 
 from __future__ import annotations
@@ -121,8 +123,9 @@ def main() -> None:
 
     django.setup()
     from bench.masking_corpus import generate
-    from traces.masking import Masker
+    from traces.masking import Masker, compiled
 
+    print(f"this checkout's modules: {compiled.PATH} ({compiled.REASON})")
     differences = 0
     with tempfile.TemporaryDirectory(prefix="masking-equivalence-") as directory:
         old = _old_masker(args.against, Path(directory))

@@ -46,7 +46,7 @@ def bench_masking(megabytes: float, seed: int) -> None:
     """Recall per kind, look-alikes masked, throughput and per-document overhead, one document
     at a time as a run masks them (``bench/masking_corpus.py``)."""
     from bench.masking_corpus import KINDS, generate
-    from traces.masking import Masker
+    from traces.masking import Masker, compiled
     from traces.masking.masker import _gate
 
     documents = generate(megabytes, seed)
@@ -82,7 +82,8 @@ def bench_masking(megabytes: float, seed: int) -> None:
     print(
         f"masking: {len(documents)} documents, {total / 1e6:.2f} MB, {planted} planted values, "
         f"{sum(len(d.lookalikes) for d in documents)} look-alikes (seed {seed}); "
-        f"needle gate: {_gate().engine}"
+        f"needle gate: {_gate().engine}; modules: {compiled.PATH}"
+        + ("" if compiled.PATH == "compiled" else f" ({compiled.REASON})")
     )
     for kind, (hit, count) in found.items():
         print(f"  recall {kind:<15} {hit / count if count else 1:.4f}  ({hit}/{count})")

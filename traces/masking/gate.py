@@ -16,7 +16,7 @@ from traces.masking.detectors import Detector
 try:  # pragma: no cover - depends on the platform's wheel
     import hyperscan
 except ImportError:  # pragma: no cover
-    hyperscan = None
+    hyperscan = None  # type: ignore[assignment]
 
 
 class NeedleGate:
