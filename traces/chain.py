@@ -99,23 +99,20 @@ class _NonFinite(Exception):
 
 
 def _normalize(value: Any) -> Any:
-    # The exact types JSON gives first, tested by identity (most of a payload): a plain
-    # string or key without NUL or surrogate is its own normal form.
-    kind = type(value)
-    if kind is str:
+    # What a payload is mostly made of first: a plain string or key without NUL or surrogate
+    # is its own normal form (no call of its own).
+    if type(value) is str:
         return value if _unstorable(value) is None else _normalize_string(value)
-    if kind is dict:
+    if isinstance(value, dict):
         return {
             key if type(key) is str and _unstorable(key) is None else _normalize_key(key): (
                 _normalize(item)
             )
             for key, item in value.items()
         }
-    if kind is list:
+    if isinstance(value, list | tuple):
         return [_normalize(item) for item in value]
     if value is None or value is True or value is False:
-        return value
-    if kind is int:
         return value
     if isinstance(value, str):
         return _normalize_string(value)
@@ -123,10 +120,6 @@ def _normalize(value: Any) -> Any:
         return int(value)
     if isinstance(value, float):
         return _normalize_float(float(value))
-    if isinstance(value, dict):
-        return {_normalize_key(key): _normalize(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_normalize(item) for item in value]
     return _normalize_string(str(value))
 
 

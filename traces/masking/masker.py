@@ -85,6 +85,7 @@ class Masker:
         self._known_pattern: re.Pattern[str] | None = None
         self._memo: dict[str, str] = {}
         self._short_memo: dict[str, str] = {}
+        self._secret_keys: dict[Any, bool] = {}
         self._found: dict[tuple[str, str], None] = {}
         self._drained = 0
         self._masks: dict[tuple[str, str, str | None], str] = {}
@@ -236,17 +237,17 @@ class Masker:
             )
 
     def _walk(self, value: Any) -> Any:
-        # A payload is mostly dicts, lists and strings: those are tested by exact type first,
-        # and a string member is masked without a call of _walk of its own.
-        kind = type(value)
-        if kind is str:
+        # A payload is mostly dicts, lists and strings: a string member is masked without a
+        # call of _walk of its own.
+        if isinstance(value, str):
             return self.mask_text(value)
-        if kind is dict:
+        if isinstance(value, dict):
             masked = {}
+            secret_keys = self._secret_keys
             for key, item in value.items():
-                secret = _SECRET_KEYS.get(key)
+                secret = secret_keys.get(key)
                 if secret is None:
-                    secret = _secret_key(key)
+                    secret = self._secret_key(key)
                 if secret:
                     masked[key] = self._secret_member(item)
                 elif type(item) is str:
@@ -254,19 +255,10 @@ class Masker:
                 else:
                     masked[key] = self._walk(item)
             return masked
-        if kind is list:
+        if isinstance(value, list | tuple):
             return [
                 self.mask_text(item) if type(item) is str else self._walk(item) for item in value
             ]
-        if isinstance(value, str):
-            return self.mask_text(value)
-        if isinstance(value, dict):
-            return {
-                key: self._secret_member(value_) if _secret_key(key) else self._walk(value_)
-                for key, value_ in value.items()
-            }
-        if isinstance(value, list | tuple):
-            return [self._walk(item) for item in value]
         if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**10:
             # A phone or card number sent as a JSON number.
             text = str(value)
@@ -274,27 +266,21 @@ class Masker:
             return value if masked_text == text else masked_text
         return value
 
+    def _secret_key(self, key: Any) -> bool:
+        """``key`` names a credential (``password``, ``api_key``, …): remembered for the run,
+        whose payloads' keys are few and recur at every step (bounded like the text memo)."""
+        secret = isinstance(key, str) and _SECRET_MEMBER.match(key) is not None
+        if len(self._secret_keys) >= SHORT_MEMO_SIZE:
+            self._secret_keys.clear()
+        self._secret_keys[key] = secret
+        return secret
+
     def _secret_member(self, value: Any) -> Any:
         if isinstance(value, str) and value and not value.endswith(" removed]"):
             return "[secret removed]"
         if isinstance(value, dict | list):
             return self._walk(value)
         return value
-
-
-_SECRET_KEYS: dict[Any, bool] = {}  # what _SECRET_MEMBER says of each key seen (bounded)
-
-
-def _secret_key(key: Any) -> bool:
-    """``key`` names a credential (``password``, ``api_key``, …): memoised, as a payload's
-    keys are few and recur at every step."""
-    secret = _SECRET_KEYS.get(key)
-    if secret is None:
-        secret = isinstance(key, str) and _SECRET_MEMBER.match(key) is not None
-        if len(_SECRET_KEYS) >= 4096:
-            _SECRET_KEYS.clear()
-        _SECRET_KEYS[key] = secret
-    return secret
 
 
 def _without_overlaps(spans: list[Span]) -> list[Span]:
