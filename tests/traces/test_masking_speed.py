@@ -128,8 +128,6 @@ def test_a_number_valid_in_several_regions_still_takes_the_first_unless_formatte
 def _national_looking_up_every_region(validator, digits, compact, written):
     """``PhoneValidator.national`` as it was: every region the number is valid in, then
     ``_best_written``."""
-    from traces.masking import phones
-
     screen = validator._screen(len(digits), compact)
     found = []
     index = screen.first(digits, 0) if screen else None
@@ -142,8 +140,25 @@ def _national_looking_up_every_region(validator, digits, compact, written):
             found.append((rules, e164))
         index = screen.first(digits, index + 1)
     if len(found) > 1:
-        return phones._best_written(written, found, digits)
+        return _best_written(written, found, digits)
     return found[0][1] if found else None
+
+
+def _best_written(written, found, digits):
+    """Of the forms ``found`` (region, E.164) a number is valid in, the one of the region
+    that formats it the way it is ``written`` (as ``phones`` chose it before)."""
+    from traces.masking import phones
+
+    shape = phones._shape_of(written)
+    groups = phones._groups(shape)
+    best = found[0][1]
+    for rules, e164 in found:
+        formatted = phones._written_shape(rules, e164, digits)
+        if formatted == shape:
+            return e164
+        if best == found[0][1] and phones._groups(formatted) == groups:
+            best = e164
+    return best
 
 
 def _written_forms(rng: random.Random, digits: str) -> list[str]:

@@ -197,8 +197,9 @@ class PhoneValidator:
         it is ``written`` wins, then the first region in order.
 
         The regions are tried in order and the first that formats the number as written is
-        taken at once: the regions after it could not change the answer (``_best_written``
-        takes the first such region), so they are not looked up."""
+        taken at once: the regions after it could not change the answer, so they are not
+        looked up (``tests/traces/test_masking_speed.py`` holds this to looking up every
+        region first)."""
         screen = self._screen(len(digits), compact)
         index = screen.first(digits, 0) if screen else None
         if index is None:
@@ -225,7 +226,7 @@ class PhoneValidator:
             index = screen.first(digits, index + 1)  # type: ignore[union-attr]
         if len(found) > 1:
             # No region formats it as written: the first after the first whose groups of
-            # digits are those written (``_best_written``).
+            # digits are those written.
             groups = _groups(shape)
             for (_, e164), formatted in zip(found[1:], shapes[1:], strict=True):
                 if _groups(formatted) == groups:
@@ -310,23 +311,6 @@ class _Screen:
             )
         match = pattern.fullmatch(digits)
         return None if match is None else int(match.lastgroup[1:])  # type: ignore[index]
-
-
-def _best_written(written: str, found: list[tuple[RegionRules, str]], digits: str) -> str:
-    """Of the forms ``found`` (region, E.164) a number is valid in, the one of the region
-    that formats it the way it is ``written``. (``PhoneValidator.national`` gives the same
-    answer without looking up every region; ``tests/traces/test_masking_speed.py`` holds it to
-    this.)"""
-    shape = _shape_of(written)
-    groups = _groups(shape)
-    best = found[0][1]
-    for rules, e164 in found:
-        formatted = _written_shape(rules, e164, digits)
-        if formatted == shape:
-            return e164
-        if best == found[0][1] and _groups(formatted) == groups:
-            best = e164
-    return best
 
 
 def _shape_of(written: str) -> str:
