@@ -2,12 +2,12 @@
 
     .venv/bin/python scripts/build_masking.py
 
-Copies ``traces/masking`` into ``build/masking/src``, compiles the modules of
-``traces.masking.compiled.MODULES`` there and puts the extensions in ``build/masking/lib``
-with a manifest: the SHA-256 of each source they were compiled from, the interpreter's ABI tag
-and mypy's version. ``traces.masking.compiled`` imports them only while every one of those
-sources is unchanged, so an edited module never runs as its old compiled self. The sources are
-copied before compiling, so what is hashed is exactly what was compiled.
+Copies ``traces/masking`` into a temporary directory beside ``build/masking``, compiles the
+modules of ``traces.masking.compiled.MODULES`` there and replaces ``build/masking`` with the
+extensions and a manifest: the SHA-256 of each source they were compiled from, the
+interpreter's ABI tag and mypy's version. ``traces.masking.compiled`` imports them only while
+every one of those sources is unchanged, so an edited module never runs as its old compiled
+self. The sources are copied before compiling, so what is hashed is exactly what was compiled.
 
 Never fails the install: without mypy or a C compiler, or if the modules do not compile, it
 prints a warning, leaves no extensions behind and exits 0 (the pure-Python modules are used).

@@ -21,13 +21,12 @@ class PostgresSQL(migrations.SeparateDatabaseAndState):
 
     def __init__(self, operations: list[Any], forwards: list[str], backwards: list[str]) -> None:
         super().__init__(state_operations=operations, database_operations=operations)
-        self.operations = operations
         self.forwards = forwards
         self.backwards = backwards
 
     def deconstruct(self) -> tuple[str, list[Any], dict[str, Any]]:
         kwargs = {
-            "operations": self.operations,
+            "operations": self.state_operations,
             "forwards": self.forwards,
             "backwards": self.backwards,
         }
@@ -48,7 +47,7 @@ class PostgresSQL(migrations.SeparateDatabaseAndState):
             schema_editor.execute(statement)
 
     def describe(self) -> str:
-        return "Indexes: " + "; ".join(operation.describe() for operation in self.operations)
+        return "Indexes: " + "; ".join(operation.describe() for operation in self.state_operations)
 
 
 def rename_index(table: str, column: str, old: str, new: str) -> list[str]:
