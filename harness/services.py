@@ -36,7 +36,6 @@ from harness.errors import (
 from harness.events import EventType, emit, emit_first
 from harness.models import TERMINAL_STATUSES, ApiKey, Run, RunMode, Session, Tenant
 from policy import services as policy
-from policy.errors import ApprovalEditRefused
 from traces.services import fingerprint_search_keys, mask_for_storage, seal
 
 API_KEY_PREFIX = "hk_"
@@ -296,16 +295,22 @@ def decide_tool_call(
 ) -> Run:
     """An approver's decision on a held call of one of the tenant's runs (see policy
     approvals); with ``arguments_patch`` (a JSON Merge Patch) the call is approved to run with
-    the approver's arguments. The run resumes on a worker once none of its calls is pending."""
+    the approver's arguments. The run resumes on a worker once none of its calls is pending.
+
+    The approver's authority is checked first (``acting_user_required``,
+    ``permission_denied``), then the decision's own checks, and only then the edit: the
+    schema, and the policy as it stands on the edited arguments (``approval_edit_refused``,
+    409 when a rule refuses them, recorded in the run's trace)."""
     from harness.engine.approvals import edit_held_arguments
     from harness.queries import access_run_by_id
 
     run = access_run_by_id(tenant, run_id)
-    if arguments_patch is not None and not approve:
-        raise ApprovalEditRefused(
-            "Only an approval can change a call's arguments; a denial runs nothing.", {}
-        )
-    edited = None if arguments_patch is None else edit_held_arguments(run, call_id, arguments_patch)
+    edit = None
+    if arguments_patch is not None:
+
+        def edit(approval: policy.ToolApproval) -> policy.EditedArguments:
+            return edit_held_arguments(run, approval, arguments_patch, approver)
+
     policy.decide_approval(
         tenant=tenant.slug,
         run_id=str(run.id),
@@ -314,7 +319,7 @@ def decide_tool_call(
         approve=approve,
         arguments_sha256=arguments_sha256,
         comment=comment,
-        edited=edited,
+        edit=edit,
     )
     run.refresh_from_db()
     return run

@@ -77,13 +77,16 @@ def build_approval(
     policy_version: int,
     display_arguments: dict[str, Any] | None = None,
     self_approval: bool = False,
+    round: int = 1,
+    sealed_arguments: str = "",
 ) -> ToolApproval:
     """A pending approval for this call, not saved yet: ``save_approvals`` stores it (the
     engine does so in the fenced transaction of the step that held the call).
 
     The row shows ``display_arguments`` (the caller's masked copy) when given; the decision
     binds to the SHA-256 of the exact ``arguments``. ``self_approval``: the tool file lets the
-    run's own end user approve it.
+    run's own end user approve it. ``round`` > 1: the call held again for an approver's edited
+    arguments, which the caller passes sealed (``sealed_arguments``).
     """
     return ToolApproval(
         run_id=run_id,
@@ -97,6 +100,8 @@ def build_approval(
         reason=reason,
         policy_version=policy_version,
         self_approval=self_approval,
+        round=round,
+        sealed_arguments=sealed_arguments,
         expires_at=timezone.now() + timedelta(seconds=settings.HARNESS_APPROVAL_TTL_S),
     )
 
@@ -127,24 +132,29 @@ def decide_approval(
     approve: bool,
     arguments_sha256: str,
     comment: str = "",
-    edited: EditedArguments | None = None,
+    edit: Callable[[ToolApproval], EditedArguments] | None = None,
 ) -> ToolApproval:
     """Approve or deny a held call, for the exact arguments whose hash the approver names;
-    ``edited``: approve it to run with the approver's arguments instead (recorded with both
+    ``edit``: approve it to run with the approver's arguments instead (recorded with both
     versions and who edited; the decision still binds to the held arguments' hash).
 
-    Raises ``PermissionDenied`` (no ``approval:decide``), ``ApprovalNotFound``,
+    Authorisation first, then the decision's own checks, and only then ``edit(approval)``
+    (the caller's validation of the edit, which raises ``ApprovalEditRefused``): a caller
+    who may not decide learns nothing about the arguments.
+
+    Raises ``ActingUserRequired`` (no approver), ``PermissionDenied`` (no
+    ``approval:decide``), ``ApprovalNotFound``,
     ``ApprovalAlreadyDecided`` (also when it just expired), a guard's error (e.g.
     ``RunNotAwaitingApproval``), ``ApproverIsEndUser`` (four eyes) or
     ``ApprovalArgumentsMismatch``.
     Side effect: ``approval_decided`` after commit.
     """
     require_scope(tenant, approver, APPROVER_SCOPE)
-    if edited is not None and not approve:
+    if edit is not None and not approve:
         raise ApprovalEditRefused(
             "Only an approval can change a call's arguments; a denial runs nothing.", {}
         )
-    return _decide(tenant, run_id, call_id, approver, approve, arguments_sha256, comment, edited)
+    return _decide(tenant, run_id, call_id, approver, approve, arguments_sha256, comment, edit)
 
 
 def _decide(
@@ -155,9 +165,14 @@ def _decide(
     approve: bool,
     arguments_sha256: str,
     comment: str,
-    edited: EditedArguments | None = None,
+    edit: Callable[[ToolApproval], EditedArguments] | None = None,
 ) -> ToolApproval:
-    approval = ToolApproval.objects.filter(tenant=tenant, run_id=run_id, call_id=call_id).first()
+    # The call's latest round is the one to decide (earlier ones are decided already).
+    approval = (
+        ToolApproval.objects.filter(tenant=tenant, run_id=run_id, call_id=call_id)
+        .order_by("-round")
+        .first()
+    )
     if approval is None:
         raise ApprovalNotFound(
             f"No approval for call {call_id} in run {run_id}.",
@@ -180,6 +195,7 @@ def _decide(
             "The arguments you decided on are not the ones held for approval.",
             {"expected_sha256": approval.arguments_sha256, "received_sha256": arguments_sha256},
         )
+    edited = edit(approval) if edit is not None else None
     status = ApprovalStatus.APPROVED if approve else ApprovalStatus.DENIED
     if not _close(approval.pk, status, approver, comment, timezone.now(), edited):
         approval.refresh_from_db()
@@ -245,7 +261,9 @@ def _close(
 
 
 def list_approvals(tenant: str, run_id: str) -> list[ToolApproval]:
-    return list(ToolApproval.objects.filter(tenant=tenant, run_id=run_id).order_by("created_at"))
+    return list(
+        ToolApproval.objects.filter(tenant=tenant, run_id=run_id).order_by("created_at", "round")
+    )
 
 
 def has_pending_approvals(run_id: str) -> bool:

@@ -116,6 +116,13 @@ class ApprovalEditRefused(PolicyError):
     http_status = 400
 
 
+class ApprovalEditRefusedByPolicy(ApprovalEditRefused):
+    """Changed into a call the tenant's policy refuses (ACL, chain or call rule): the request
+    is well formed, the policy as it stands conflicts with it. ``details`` names the rule."""
+
+    http_status = 409
+
+
 class ApproverIsEndUser(PolicyError):
     """Four eyes: the run's own end user may not approve its held calls (unless the tool file
     or the tenant's policy allows it)."""

@@ -221,12 +221,19 @@ class ToolApproval(models.Model):
     edited_arguments = models.JSONField(null=True, blank=True)
     edited_arguments_sha256 = models.CharField(max_length=64, blank=True)
     sealed_edited_arguments = models.TextField(blank=True)
+    # An edit is a new proposal: when an approver's arguments match a require_approval rule
+    # the held ones did not, the call is held again (the next round) for those arguments,
+    # sealed here in clear (round 1 holds the model's own, read from the conversation).
+    round = models.PositiveSmallIntegerField(default=1)
+    sealed_arguments = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["-created_at"]
         constraints = [
-            models.UniqueConstraint(fields=["run_id", "call_id"], name="approval_unique_call")
+            models.UniqueConstraint(
+                fields=["run_id", "call_id", "round"], name="approval_unique_call_round"
+            )
         ]
         indexes = [models.Index(fields=["status", "expires_at"])]
 

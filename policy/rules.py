@@ -171,6 +171,19 @@ def evaluate_call_rules(
     arguments: dict[str, Any],
 ) -> RuleVerdict:
     """The call ``rules`` and the tool's own ``approval`` setting for one call; pure."""
+    verdicts = call_rule_verdicts(rules, version, tool, tool_approval, arguments)
+    return _strictest(verdicts) or RuleVerdict(version=version)
+
+
+def call_rule_verdicts(
+    rules: Iterable[RuleSpec],
+    version: int,
+    tool: str,
+    tool_approval: str,
+    arguments: dict[str, Any],
+) -> list[RuleVerdict]:
+    """Every call rule (and the tool's ``approval: always``) matching one call, in rule order:
+    an approver's edit is re-decided against all of them, not only the strictest; pure."""
     verdicts = []
     if tool_approval == "always":
         verdicts.append(
@@ -196,7 +209,7 @@ def evaluate_call_rules(
                     version=version,
                 )
             )
-    return _strictest(verdicts) or RuleVerdict(version=version)
+    return verdicts
 
 
 def record_labels(run_id: str, labels: list[HeldLabelValue]) -> None:

@@ -147,6 +147,10 @@ class ApprovalSerializer(serializers.Serializer):
         allow_null=True, help_text="Approved with edits: the arguments it runs with (masked)."
     )
     edited_arguments_sha256 = serializers.CharField()
+    round = serializers.IntegerField(
+        help_text="1, or more when an approver's edit matched another approval rule and the "
+        "call was held again for the edited arguments (decide the latest round)."
+    )
     created_at = serializers.DateTimeField()
 
 

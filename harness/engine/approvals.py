@@ -8,17 +8,32 @@ run task continues it on any worker, from its last commit.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any
 
 from django.db import IntegrityError, transaction
 
 from harness.engine import state
 from harness.engine.conversation import load_run_messages
+from harness.engine.decisions import recheck_call_rules
+from harness.engine.span_records import PolicyCheck
 from harness.models import Run
 from policy import services as policy
-from policy.errors import ApprovalEditRefused
-from tools.services import find_violations, get_tool_registry, summarize_violations
-from traces.services import SpanKind, SpanStatus, TraceRecorder, mask_for_storage, seal
+from policy.errors import ApprovalEditRefused, ApprovalEditRefusedByPolicy
+from tools.services import (
+    ToolDefinition,
+    find_violations,
+    get_tool_registry,
+    summarize_violations,
+)
+from traces.services import (
+    SpanKind,
+    SpanStatus,
+    TraceRecorder,
+    mask_for_storage,
+    seal,
+    unseal,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -37,23 +52,66 @@ def merge_patch(target: Any, patch: Any) -> Any:
     return merged
 
 
-def edit_held_arguments(run: Run, call_id: str, patch: dict[str, Any]) -> policy.EditedArguments:
+def held_arguments(run: Run, approval: policy.ToolApproval) -> dict[str, Any] | None:
+    """The clear arguments an approval round was asked about: the model's own for the first
+    round (from the conversation), an earlier approver's edit, sealed with the round, for the
+    next ones. None if they cannot be read back as held."""
+    if approval.round > 1:
+        arguments = unseal(approval.sealed_arguments, None)
+    else:
+        calls = (c for m in load_run_messages(run) if m.role == "assistant" for c in m.tool_calls)
+        call = next((c for c in calls if c.id == approval.call_id), None)
+        arguments = call.arguments if call is not None else None
+    if not isinstance(arguments, dict):
+        return None
+    if approval.round > 1 and policy.hash_arguments(arguments) != approval.arguments_sha256:
+        return None
+    return arguments
+
+
+def edit_held_arguments(
+    run: Run, approval: policy.ToolApproval, patch: dict[str, Any], approver: str
+) -> policy.EditedArguments:
     """The arguments a held call runs with once approved with ``patch`` (a JSON Merge Patch
-    over the arguments the model sent, so an approver who sees them masked changes only what
-    they name), validated against the tool's schema. Raises ``ApprovalEditRefused``."""
-    calls = (c for m in load_run_messages(run) if m.role == "assistant" for c in m.tool_calls)
-    call = next((c for c in calls if c.id == call_id), None)
-    tool = get_tool_registry().get(call.name) if call is not None else None
-    if call is None or call.arguments is None or tool is None:
+    over the arguments held, so an approver who sees them masked changes only what they
+    name). An edit is a decision like the model's proposal: it is validated against the
+    tool's schema, then put to the tenant's policy as it stands — the run's end user's ACL,
+    the chain rules over the run's labels, the call rules over the edited arguments. A
+    refusal by the policy is recorded as a refused ``policy_check`` span in the run's trace.
+    Raises ``ApprovalEditRefused`` (schema) or ``ApprovalEditRefusedByPolicy`` (a rule)."""
+    call_id = approval.call_id
+    tool = get_tool_registry().get(approval.tool)
+    held = held_arguments(run, approval) if tool is not None else None
+    if tool is None or held is None:
         raise ApprovalEditRefused(
             f"No held call {call_id} with readable arguments in this run.", {"call_id": call_id}
         )
-    edited = merge_patch(call.arguments, patch)
+    edited = merge_patch(held, patch)
     violations = find_violations(tool, edited)
     if violations:
         raise ApprovalEditRefused(
-            summarize_violations(call.name, violations),
+            summarize_violations(tool.name, violations),
             {"call_id": call_id, "violations": violations},
+        )
+    refusal = _policy_refusal(run, tool, held, edited)
+    if refusal is not None:
+        _record_refused_edit(run, approval, approver, refusal)
+        what = (
+            f"the ACL for {run.user_id}"
+            if refusal.check == "acl"
+            else f"policy rule {refusal.rule_name}"
+        )
+        raise ApprovalEditRefusedByPolicy(
+            f"{tool.name} with the edited arguments is refused by {what}: {refusal.reason}. "
+            "Nothing was decided: the call still waits for a decision (approve it as held, "
+            "deny it, or edit it otherwise).",
+            {
+                "call_id": call_id,
+                "check": refusal.check,
+                "rule": refusal.rule,
+                "reason": refusal.reason,
+                "policy_version": refusal.policy_version,
+            },
         )
     shown = mask_for_storage(
         run.request_id, run.tenant.slug, edited, tool.sensitive.get("arguments")
@@ -61,6 +119,80 @@ def edit_held_arguments(run: Run, call_id: str, patch: dict[str, Any]) -> policy
     return policy.EditedArguments(
         shown=shown, sha256=policy.hash_arguments(edited), sealed=seal(edited)
     )
+
+
+def _policy_refusal(
+    run: Run, tool: ToolDefinition, held: dict[str, Any], edited: dict[str, Any]
+) -> PolicyCheck | None:
+    """The policy's refusal of the edited call, in the decision chain's order (ACL → chain
+    rules → call rules), or None. A require_approval rule the held arguments did not match
+    is no refusal: the engine holds the call again for it when the run resumes."""
+    tenant = run.tenant.slug
+    decision = policy.authorize_scopes(tenant, run.user_id, tool.access)
+    if not decision.allowed:
+        return PolicyCheck(
+            "",
+            tool.name,
+            "acl",
+            refused=True,
+            allowed=False,
+            rule=list(decision.rule),
+            reason=decision.reason,
+            policy_version=decision.version,
+        )
+    key = policy.current_version_key(tenant)
+    rules = policy.rules_for(tenant, key)
+    labels = {label.label: label for label in policy.list_labels(str(run.id))}
+    chain = policy.evaluate_chain_rules(rules, key[0], tool.name, tool.carries, tool.sink, labels)
+    if chain.effect == policy.RuleEffect.REFUSE:
+        return _rule_check(tool, "chain", chain)
+    verdicts = {
+        name: policy.call_rule_verdicts(rules, key[0], tool.name, tool.approval, arguments)
+        for name, arguments in (("held", held), ("edited", edited))
+    }
+    gate = recheck_call_rules(verdicts["held"], verdicts["edited"])
+    if gate is not None and gate[0] == "refuse":
+        return _rule_check(tool, "call_rule", gate[1])
+    return None
+
+
+def _rule_check(tool: ToolDefinition, check: str, verdict: policy.RuleVerdict) -> PolicyCheck:
+    return PolicyCheck(
+        "",
+        tool.name,
+        check,
+        refused=True,
+        allowed=False,
+        rule=verdict.rule,
+        reason=verdict.reason,
+        policy_version=verdict.version,
+    )
+
+
+def _record_refused_edit(
+    run: Run, approval: policy.ToolApproval, approver: str, refusal: PolicyCheck
+) -> None:
+    """The refused edit in the run's trace: a refused ``policy_check`` span naming the rule,
+    the call, the approver and the edited arguments' round (written at once: the request
+    that tried it fails, the record stays)."""
+    check = replace(
+        refusal,
+        call_id=approval.call_id,
+        extra={"edit_refused": True, "edited_by": approver, "round": approval.round},
+    )
+    attributes = check.attributes()
+    for _attempt in range(3):
+        # A decision of another call of the run may race for the next span sequence number.
+        try:
+            tracer = TraceRecorder(run.request_id, run.tenant.slug)
+            with tracer.span(
+                SpanKind.POLICY_CHECK, f"{check.check} {approval.tool}", **attributes
+            ) as span:
+                span.fail(SpanStatus.REFUSED)
+            return
+        except IntegrityError:
+            continue
+    logger.warning("could not record the refused edit of %s", approval)
 
 
 def waiting_detail(waiting: list[policy.ToolApproval]) -> str:

@@ -101,6 +101,29 @@ def rule_gate(
     return None
 
 
+def recheck_call_rules(
+    held: list[policy.RuleVerdict], edited: list[policy.RuleVerdict]
+) -> tuple[str, policy.RuleVerdict] | None:
+    """An approved call re-decided on the arguments it would run with (``edited``: every call
+    rule matching them; ``held``: every one matching the arguments the approver was asked
+    about). ("refuse", rule) if any rule refuses them — refusal beats approval; ("hold", rule)
+    for the first ``require_approval`` rule they match that the held ones did not — an edit
+    is a new proposal, and the approval covered only what it was asked; None: it may run."""
+    refused = next((v for v in edited if v.effect == policy.RuleEffect.REFUSE), None)
+    if refused is not None:
+        return "refuse", refused
+    asked = {verdict.rule for verdict in held}
+    new = next(
+        (
+            v
+            for v in edited
+            if v.effect == policy.RuleEffect.REQUIRE_APPROVAL and v.rule not in asked
+        ),
+        None,
+    )
+    return ("hold", new) if new is not None else None
+
+
 def unknown_tool_error(call: ToolCall, callable_now: list[str]) -> ToolCallError:
     return ToolCallError(
         ToolErrorCode.UNKNOWN_TOOL,

@@ -23,6 +23,7 @@ from harness.engine.decisions import (
     callable_tools,
     limit_error,
     precheck_call,
+    recheck_call_rules,
     rule_error,
     rule_gate,
     tool_message,
@@ -49,6 +50,7 @@ from traces.services import (
     SpanKind,
     SpanStatus,
     TraceRecorder,
+    seal,
     under,
     unseal,
 )
@@ -72,13 +74,21 @@ class DrivePolicy:
     new_approvals: list[policy.ToolApproval] = field(default_factory=list)
     # Calls approved with edits: who edited, and the arguments the call runs with.
     edits: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
+    # Who last edited each call's arguments in an earlier approval round (a call held again
+    # for its edited arguments runs with them, and the model is told whose they are).
+    editors: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def load(cls, tenant: str, user_id: str, run_id: str, new: bool = False) -> DrivePolicy:
         """``new``: the run's first drive, which has no approvals or labels to read."""
         loaded = cls(tenant, user_id, run_id)
         if not new:
-            loaded.approvals = {a.call_id: a for a in policy.list_approvals(tenant, run_id)}
+            approvals = sorted(policy.list_approvals(tenant, run_id), key=lambda a: a.round)
+            # A call's latest round is the one that counts.
+            loaded.approvals = {a.call_id: a for a in approvals}
+            loaded.editors = {
+                a.call_id: a.decided_by for a in approvals if a.edited_arguments_sha256
+            }
             loaded.held = {label.label: label for label in policy.list_labels(run_id)}
         loaded.moved_to(policy.current_version_key(tenant))
         return loaded
@@ -114,6 +124,12 @@ class DrivePolicy:
     def call_rules(self, tool: ToolDefinition, arguments: dict[str, Any]) -> policy.RuleVerdict:
         rules = policy.rules_for(self.tenant, self.version_key)
         return policy.evaluate_call_rules(rules, self.version, tool.name, tool.approval, arguments)
+
+    def call_rule_verdicts(
+        self, tool: ToolDefinition, arguments: dict[str, Any]
+    ) -> list[policy.RuleVerdict]:
+        rules = policy.rules_for(self.tenant, self.version_key)
+        return policy.call_rule_verdicts(rules, self.version, tool.name, tool.approval, arguments)
 
     def note_labels(self, call_id: str, tool: ToolDefinition) -> None:
         for label in tool.carries:
@@ -370,15 +386,12 @@ def _approval_and_limits(
             return _hold(call, tool, scope, gate[1])
     elif approval.status == policy.ApprovalStatus.PENDING:
         return None, False
-    elif (
-        approval.status != policy.ApprovalStatus.APPROVED
-        or policy.hash_arguments(arguments) != approval.arguments_sha256
-    ):
+    elif approval.status != policy.ApprovalStatus.APPROVED:
         return _refuse_unapproved(call, scope, approval)
-    elif approval.edited_arguments_sha256:
-        refused = _take_edits(call, tool, scope, approval)
-        if refused is not None:
-            return refused
+    else:
+        decided = _redecide_approved(call, tool, scope, approval)
+        if decided is not None:
+            return decided
     refusal = scope.guard.admit_tool_call(tool.name)
     if refusal is not None:
         return _refuse(call, scope, limit_error(call, refusal.rule, refusal.reason), rule="limit")
@@ -387,12 +400,80 @@ def _approval_and_limits(
     return None
 
 
-def _take_edits(
+def _redecide_approved(
     call: ToolCall, tool: ToolDefinition, scope: CallScope, approval: policy.ToolApproval
-) -> tuple[Message, bool] | None:
-    """An approval with edits: the call runs with the approver's arguments — read back from
-    their sealed copy, checked against the hash the approval recorded and against the tool's
-    schema of today — and the check is recorded with both versions' hashes and the editor."""
+) -> tuple[Message | None, bool] | None:
+    """An approved call, re-decided before it runs: the arguments held must be the approved
+    ones; an approver's edit is read back (``_read_edits``); then the call rules of today
+    decide the arguments it would run with against the ones the approver was asked about
+    (``recheck_call_rules``): a refusal refuses it (refusal beats approval), a require_approval
+    rule only the edited arguments match holds it again for a new round. ``None``: run it."""
+    held = _held_arguments(call, approval)
+    if held is None:
+        return _refuse_unapproved(call, scope, approval)
+    runs_with = held
+    if approval.edited_arguments_sha256:
+        edited = _read_edits(call, tool, scope, approval)
+        if not isinstance(edited, dict):
+            return edited
+        runs_with = edited
+    editor = (
+        approval.decided_by
+        if approval.edited_arguments_sha256
+        else scope.policy.editors.get(call.id, "")
+    )
+    gate = recheck_call_rules(
+        scope.policy.call_rule_verdicts(tool, held),
+        scope.policy.call_rule_verdicts(tool, runs_with),
+    )
+    changed = {"edited_by": editor, "round": approval.round} if editor else {}
+    if gate is not None and gate[0] == "refuse":
+        check = _verdict_check(call, "call_rule", gate[1], refused=True, allowed=False)
+        _record_check(scope, call, replace(check, extra=check.extra | changed))
+        edited_info = (editor, runs_with) if editor else None
+        return tool_message(call, error=rule_error(call, gate[1]), edited=edited_info), False
+    if gate is not None:
+        return _hold_again(call, tool, scope, approval, runs_with, gate[1], editor)
+    if not editor:
+        return None
+    check = PolicyCheck(
+        call.id,
+        call.name,
+        "approval",
+        allowed=True,
+        rule=approval.rule,
+        policy_version=approval.policy_version,
+        decision=approval.status,
+        decided_by=approval.decided_by,
+        extra={
+            "edited": True,
+            "edited_by": editor,
+            "round": approval.round,
+            "arguments_sha256": approval.arguments_sha256,
+            "edited_arguments_sha256": policy.hash_arguments(runs_with),
+        },
+    )
+    _record_check(scope, call, check)
+    scope.policy.edits[call.id] = (editor, runs_with)
+    return None
+
+
+def _held_arguments(call: ToolCall, approval: policy.ToolApproval) -> dict[str, Any] | None:
+    """The arguments the approval round was asked about, if they are the ones it names: the
+    model's own for the first round, an earlier approver's edit (sealed with the round) for
+    the next ones."""
+    held = call.arguments if approval.round == 1 else unseal(approval.sealed_arguments, None)
+    if not isinstance(held, dict) or policy.hash_arguments(held) != approval.arguments_sha256:
+        return None
+    return held
+
+
+def _read_edits(
+    call: ToolCall, tool: ToolDefinition, scope: CallScope, approval: policy.ToolApproval
+) -> dict[str, Any] | tuple[Message, bool]:
+    """An approval with edits: the approver's arguments — read back from their sealed copy,
+    checked against the hash the approval recorded and against the tool's schema of today —
+    or the refusal if they cannot be."""
     edited = unseal(approval.sealed_edited_arguments, None)
     if not isinstance(edited, dict) or policy.hash_arguments(edited) != (
         approval.edited_arguments_sha256
@@ -412,24 +493,46 @@ def _take_edits(
             {"tool": call.name, "violations": violations, "edited_by": approval.decided_by},
         )
         return _refuse(call, scope, error, rule="schema")
-    check = PolicyCheck(
-        call.id,
-        call.name,
-        "approval",
-        allowed=True,
-        rule=approval.rule,
-        policy_version=approval.policy_version,
-        decision=approval.status,
-        decided_by=approval.decided_by,
-        extra={
-            "edited": True,
-            "arguments_sha256": approval.arguments_sha256,
-            "edited_arguments_sha256": approval.edited_arguments_sha256,
-        },
+    return edited
+
+
+def _hold_again(
+    call: ToolCall,
+    tool: ToolDefinition,
+    scope: CallScope,
+    approval: policy.ToolApproval,
+    arguments: dict[str, Any],
+    verdict: policy.RuleVerdict,
+    editor: str,
+) -> tuple[Message | None, bool]:
+    """The edited call matches a require_approval rule the held one did not: held again, as
+    the next round, for the edited arguments (sealed with it: they are not in the
+    conversation)."""
+    again = policy.build_approval(
+        tenant=scope.tenant,
+        run_id=scope.run_id,
+        call_id=call.id,
+        tool=call.name,
+        user_id=scope.user_id,
+        arguments=arguments,
+        display_arguments=scope.tracer.mask(arguments, tool.sensitive.get("arguments") or {}),
+        rule=verdict.rule,
+        reason=verdict.reason,
+        policy_version=verdict.version,
+        self_approval=tool.self_approval,
+        round=approval.round + 1,
+        sealed_arguments=seal(arguments),
     )
-    _record_check(scope, call, check)
-    scope.policy.edits[call.id] = (approval.decided_by, edited)
-    return None
+    scope.policy.hold(again)
+    held = _verdict_check(call, "approval", verdict, held=True)
+    extra = {
+        "arguments_sha256": again.arguments_sha256,
+        "expires_at": again.expires_at.isoformat(),
+        "round": again.round,
+        "edited_by": editor,
+    }
+    _record_check(scope, call, replace(held, extra=held.extra | extra))
+    return None, False
 
 
 def _hold(
