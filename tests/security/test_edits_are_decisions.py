@@ -234,6 +234,7 @@ def test_an_edit_for_an_end_user_the_acl_now_refuses_is_refused(acme, agent_dir)
     assert response.json()["error"]["code"] == "approval_edit_refused"
     assert response.json()["error"]["details"]["check"] == "acl"
     [refused] = refused_checks(acme, run, "acl")
+    assert refused["attributes"]["edited_by"] == "admin"
     assert ToolApproval.objects.get(run_id=run["id"]).status == "pending"
 
 
