@@ -336,6 +336,8 @@ class HeldCall:
     policy_version: int
     expires_at: datetime
     seconds_left: int
+    # > 1: held again because an approver's edit matched another approval rule.
+    round: int = 1
 
     @property
     def time_left(self) -> str:
@@ -360,6 +362,7 @@ def held_calls(run: Run, now: datetime | None = None) -> list[HeldCall]:
             policy_version=approval.policy_version,
             expires_at=approval.expires_at,
             seconds_left=int((approval.expires_at - now).total_seconds()),
+            round=approval.round,
         )
         for approval in policy.list_approvals(run.tenant.slug, str(run.id))
         if approval.status == policy.ApprovalStatus.PENDING

@@ -191,6 +191,7 @@ class ToolApprovalAdmin(admin.ModelAdmin):
         "user_id",
         "status",
         "rule",
+        "round",
         "expires_at",
         "decided_by",
     ]

@@ -198,6 +198,9 @@ def test_an_edit_matching_another_approval_rule_is_held_again_for_a_new_decision
     held = [s for s in spans_of(acme, run, "policy_check") if s["attributes"].get("held")]
     assert [s["attributes"]["rule"] for s in held] == [first["rule"], "resolve-asks"]
     assert held[1]["attributes"]["edited_by"] == "admin"
+    page = console_approver().get(f"/admin/harness/run/{run['id']}/change/").content.decode()
+    assert "Held again (round 2)" in page
+    assert "resolve-asks" in page
     # The first decision still binds: a hash of the first round does not decide the second.
     stale = decide(acme, run, first, user="alice")
     assert stale.json()["error"]["code"] == "approval_arguments_mismatch"
@@ -368,10 +371,8 @@ def test_generated_edits_are_refused_exactly_when_a_refuse_rule_matches(acme, ag
     assert not Ticket.objects.filter(tenant="acme", ticket_id=TICKET, status="resolved").exists()
 
 
-def test_the_consoles_decide_view_shows_the_refusal_and_decides_nothing(acme, agent_dir):
-    add_rule(acme, NO_RESOLVE)
-    run = Run.objects.get(id=demo_escalation(acme)["id"])
-    approval = ToolApproval.objects.get(run_id=str(run.id))
+def console_approver() -> Client:
+    """A staff user of acme who may decide approvals in the console (and in the policy)."""
     user = get_user_model().objects.create_user("olga", password="pw", is_staff=True)
     user.user_permissions.set(
         [
@@ -383,6 +384,14 @@ def test_the_consoles_decide_view_shows_the_refusal_and_decides_nothing(acme, ag
     policy.assign_role("acme", "olga", "approver", actor="tests")
     operator = Client()
     operator.force_login(user)
+    return operator
+
+
+def test_the_consoles_decide_view_shows_the_refusal_and_decides_nothing(acme, agent_dir):
+    add_rule(acme, NO_RESOLVE)
+    run = Run.objects.get(id=demo_escalation(acme)["id"])
+    approval = ToolApproval.objects.get(run_id=str(run.id))
+    operator = console_approver()
 
     response = operator.post(
         f"/admin/harness/run/{run.pk}/decide/",
