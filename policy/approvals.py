@@ -208,16 +208,34 @@ def _decide(
 
 
 def _check_four_eyes(approval: ToolApproval, approver: str) -> None:
-    """The run's own end user approves only where the tool file or the tenant allows it."""
-    if approver != approval.user_id or approval.self_approval:
+    """The run's own end user approves only where the tool file or the tenant allows it; so
+    does the approver whose edit a later round holds (their edit is their own proposal)."""
+    editor = _editor_of(approval)
+    if approver not in (approval.user_id, editor) or approval.self_approval:
         return
     if decide(approval.tenant, approver, SELF_APPROVAL_SCOPE).allowed:
         return
+    who = "the end user of this run" if approver == approval.user_id else "who edited them"
     raise ApproverIsEndUser(
-        f"{approver} is the end user of this run: another approver must decide this call "
+        f"{approver} is {who}: another approver must decide this call "
         f"(or the tool file sets self_approval, or the tenant grants {SELF_APPROVAL_SCOPE}).",
-        {"approver": approver, "end_user": approval.user_id, "tool": approval.tool},
+        {
+            "approver": approver,
+            "end_user": approval.user_id,
+            "edited_by": editor,
+            "tool": approval.tool,
+        },
     )
+
+
+def _editor_of(approval: ToolApproval) -> str:
+    """Who edited the arguments a later round holds ("" for the first round)."""
+    if approval.round <= 1:
+        return ""
+    earlier = ToolApproval.objects.filter(
+        run_id=approval.run_id, call_id=approval.call_id, round=approval.round - 1
+    ).first()
+    return earlier.decided_by if earlier is not None else ""
 
 
 def expire_approvals() -> int:

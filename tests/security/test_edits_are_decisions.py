@@ -205,7 +205,10 @@ def test_an_edit_matching_another_approval_rule_is_held_again_for_a_new_decision
     stale = decide(acme, run, first, user="alice")
     assert stale.json()["error"]["code"] == "approval_arguments_mismatch"
 
-    # Another approver approves the edited arguments as held: the call runs with them.
+    # Four eyes: who edited the arguments does not approve them too; another approver does.
+    own = decide(acme, run, again)
+    assert (own.status_code, own.json()["error"]["code"]) == (403, "approver_is_end_user")
+    assert own.json()["error"]["details"]["edited_by"] == "admin"
     assert decide(acme, run, again, user="alice").status_code == 200
     finished = resume_run(run["id"])
 
