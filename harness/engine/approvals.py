@@ -241,6 +241,8 @@ def _record_approval_span(run: Run, approval: policy.ToolApproval) -> None:
         "arguments_sha256": approval.arguments_sha256,
         "requested_at": approval.created_at.isoformat(),
     }
+    if approval.round > 1:  # held again for an approver's edit
+        attributes["round"] = approval.round
     for _attempt in range(3):
         # Two decisions on one run may race for the next span sequence number: retry.
         try:

@@ -205,6 +205,10 @@ def test_an_edit_matching_another_approval_rule_is_held_again_for_a_new_decision
     stale = decide(acme, run, first, user="alice")
     assert stale.json()["error"]["code"] == "approval_arguments_mismatch"
 
+    # An edit in this round patches the arguments it holds (the first edit removed the reason).
+    reedit = decide(acme, run, again, user="alice", arguments_patch={"action": "escalate"})
+    assert reedit.status_code == 400, reedit.content
+    assert "escalate_reason" in json.dumps(reedit.json()["error"]["details"]["violations"])
     # Four eyes: who edited the arguments does not approve them too; another approver does.
     own = decide(acme, run, again)
     assert (own.status_code, own.json()["error"]["code"]) == (403, "approver_is_end_user")
@@ -223,6 +227,7 @@ def test_an_edit_matching_another_approval_rule_is_held_again_for_a_new_decision
     assert io["arguments"]["action"] == "resolve"
     result = next(r for r in tool_results(run["id"]) if "arguments_changed" in r)
     assert result["arguments_changed"]["by"] == "admin"
+    assert [s["attributes"].get("round", 1) for s in spans_of(acme, run, "approval")] == [1, 2]
     rounds = ToolApproval.objects.filter(run_id=run["id"]).order_by("round")
     assert [(a.round, a.status, a.decided_by) for a in rounds] == [
         (1, "approved", "admin"),
