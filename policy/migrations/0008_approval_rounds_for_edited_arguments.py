@@ -4,28 +4,29 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('policy', '0007_budget_alerts'),
+        ("policy", "0007_budget_alerts"),
     ]
 
     operations = [
         migrations.RemoveConstraint(
-            model_name='toolapproval',
-            name='approval_unique_call',
+            model_name="toolapproval",
+            name="approval_unique_call",
         ),
         migrations.AddField(
-            model_name='toolapproval',
-            name='round',
+            model_name="toolapproval",
+            name="round",
             field=models.PositiveSmallIntegerField(default=1),
         ),
         migrations.AddField(
-            model_name='toolapproval',
-            name='sealed_arguments',
+            model_name="toolapproval",
+            name="sealed_arguments",
             field=models.TextField(blank=True),
         ),
         migrations.AddConstraint(
-            model_name='toolapproval',
-            constraint=models.UniqueConstraint(fields=('run_id', 'call_id', 'round'), name='approval_unique_call_round'),
+            model_name="toolapproval",
+            constraint=models.UniqueConstraint(
+                fields=("run_id", "call_id", "round"), name="approval_unique_call_round"
+            ),
         ),
     ]
