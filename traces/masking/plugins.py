@@ -14,18 +14,31 @@ A detector of a built-in kind (``phone``, ``email``, ``card``, ``iban``, ``natio
 masks and fingerprints like that kind. A new kind is stored as ``[<kind>:1a2b3c4d]`` (the
 fingerprint's first 8 hex digits) unless the detector says otherwise, and is fingerprinted
 as ``HMAC(key, "<kind>:<normalize(value)>")`` so auditors can search by it.
+
+Tenants' patterns (``TenantPattern``) run on RE2, not on Python's ``re``: a tenant is not
+trusted with a backtracking engine that holds the GIL for as long as a pattern likes (a
+pattern such as ``(?:a|a)+b`` took every tenant's runs and ``/healthz`` from 0.02 s to 9 s).
+RE2 takes time linear in the text for one search, and releases the GIL while it searches;
+finding every value is one search per value, so a pattern whose searches each read far ahead
+(``a(?:a*b)?`` on a long run of ``a``) is still quadratic. Each text's scan therefore has a
+budget; a pattern that spends it is disabled and reported (``_disable``).
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import re2
 from django.core.exceptions import ImproperlyConfigured
+from django.db import transaction
 from django.utils.module_loading import import_string
+
+logger = logging.getLogger(__name__)
 
 BUILTIN_KINDS = frozenset(
     {"phone", "email", "national_id", "card", "iban", "name", "address"}
@@ -34,6 +47,30 @@ BUILTIN_KINDS = frozenset(
 KIND_PATTERN = re.compile(r"[a-z][a-z0-9_]{1,39}")
 # How long a process keeps a tenant's custom patterns before reading them again.
 TENANT_PATTERNS_TTL_S = 5.0
+# The time one text's scan by a tenant's patterns may take, all patterns together: a fixed
+# part and a part per character (RE2 reads well over 100 characters a microsecond, so a sound
+# pattern uses a small fraction of it). A scan stops at the first value found past it.
+TENANT_SCAN_BUDGET_S = 0.25
+TENANT_SCAN_BUDGET_PER_CHAR_S = 1e-6
+# Who ``_disable`` records as the actor of a pattern it disables.
+SCAN_BUDGET_ACTOR = "harness:scan-budget"
+
+
+def _re2_options() -> Any:
+    options = re2.Options()
+    options.log_errors = False  # refusals are reported to the author, not logged by RE2
+    return options
+
+
+def compile_tenant_pattern(pattern: str) -> Any:
+    """``pattern`` compiled by RE2 (the engine tenants' patterns run on). Raises
+    ``re2.error``."""
+    return re2.compile(pattern, _re2_options())
+
+
+def scan_budget_s(length: int, patterns: int = 1) -> float:
+    """One pattern's share of the budget for scanning a text of ``length`` characters."""
+    return (TENANT_SCAN_BUDGET_S + TENANT_SCAN_BUDGET_PER_CHAR_S * length) / max(patterns, 1)
 
 
 @dataclass(frozen=True)
@@ -50,6 +87,94 @@ class PatternDetector:
             start, end = match.span(group)
             if end > start and (self.check is None or self.check(text[start:end])):
                 yield start, end
+
+
+class TenantPattern:
+    """A tenant's pattern, on RE2, within a budget per text.
+
+    Past its budget a scan stops and what it did not read is returned as one value of the kind
+    (masked, so that nothing it should have masked is stored in clear); the pattern is then
+    disabled: this object finds nothing more, and with ``report`` the row is disabled and the
+    change recorded (``_disable``)."""
+
+    engine = "re2"
+
+    def __init__(
+        self,
+        kind: str,
+        pattern: str,
+        tenant: str | None = None,
+        patterns: int = 1,
+        report: bool = True,
+    ) -> None:
+        self.kind, self.source, self.tenant = kind, pattern, tenant
+        self.regex = compile_tenant_pattern(pattern)
+        self._group = 1 if self.regex.groups else 0
+        self._patterns, self._report = patterns, report
+        self.exceeded: str | None = None  # why the pattern stopped, once it has
+
+    def find(self, text: str) -> Iterator[tuple[int, int]]:
+        if self.exceeded is not None:
+            return
+        started = time.monotonic()
+        budget = scan_budget_s(len(text), self._patterns)
+        group, read = self._group, 0
+        # One RE2 search per value: the clock is read between searches, each linear in the text.
+        for match in self.regex.finditer(text):
+            start, end = match.span(group)
+            read = match.end()
+            if end > start:
+                yield start, end
+            elapsed = time.monotonic() - started
+            if elapsed > budget and read < len(text):
+                self.exceeded = (
+                    f"scan budget exceeded: {elapsed:.3f} s (budget {budget:.3f} s) on a text of "
+                    f"{len(text)} characters, stopped at character {read}"
+                )
+                if self._report:
+                    _disable(self.tenant, self.kind, self.source, self.exceeded)
+                yield read, len(text)  # unread: masked whole rather than stored in clear
+                return
+
+
+def _disable(tenant: str | None, kind: str, pattern: str, reason: str) -> None:
+    """Disable ``tenant``'s pattern for ``kind`` (if it is still ``pattern``), record the
+    change (``MaskingPatternChange``, action ``disable``) and log it. Runs in a savepoint: a
+    failure is logged and leaves the caller's transaction usable."""
+    logger.warning(
+        "tenant masking pattern disabled: tenant=%s kind=%s pattern=%r: %s",
+        tenant,
+        kind,
+        pattern,
+        reason,
+    )
+    forget_tenant_patterns(tenant or "")
+    if not tenant:
+        return
+    from traces.models import MaskingPattern, MaskingPatternChange
+
+    try:
+        with transaction.atomic():
+            row = (
+                MaskingPattern.objects.select_for_update()
+                .filter(tenant=tenant, kind=kind, pattern=pattern, enabled=True)
+                .first()
+            )
+            if row is None:
+                return  # changed or disabled meanwhile
+            before = {"kind": kind, "pattern": pattern, "sample": row.sample, "enabled": True}
+            row.enabled = False
+            row.save(update_fields=["enabled", "updated_at"])
+            MaskingPatternChange.objects.create(
+                tenant=tenant,
+                actor=SCAN_BUDGET_ACTOR,
+                action="disable",
+                kind=kind,
+                before=before,
+                after={**before, "enabled": False, "reason": reason},
+            )
+    except Exception:  # reporting must never stop the masking (no database in this context…)
+        logger.exception("could not disable tenant=%s kind=%s", tenant, kind)
 
 
 class KindRules:
@@ -135,7 +260,9 @@ _TENANT_CACHE: dict[str, tuple[float, tuple[Any, ...]]] = {}
 
 
 def tenant_detectors(tenant: str | None) -> tuple[Any, ...]:
-    """A tenant's enabled custom patterns (cached per process for a few seconds)."""
+    """A tenant's enabled custom patterns on RE2, sharing one scan budget per text (cached per
+    process for a few seconds). A stored pattern RE2 refuses (saved before patterns ran on
+    it) is disabled and reported rather than run."""
     if not tenant:
         return ()
     now = time.monotonic()
@@ -144,12 +271,21 @@ def tenant_detectors(tenant: str | None) -> tuple[Any, ...]:
         return cached[1]
     from traces.models import MaskingPattern
 
-    detectors = tuple(
-        register(PatternDetector(row.kind, re.compile(row.pattern)))
-        for row in MaskingPattern.objects.filter(tenant=tenant, enabled=True).order_by("id")
-    )
-    _TENANT_CACHE[tenant] = (now, detectors)
-    return detectors
+    rows = list(MaskingPattern.objects.filter(tenant=tenant, enabled=True).order_by("id"))
+    detectors = []
+    for row in rows:
+        try:
+            detectors.append(register(TenantPattern(row.kind, row.pattern, tenant, len(rows))))
+        except re2.error as error:
+            _disable(tenant, row.kind, row.pattern, f"RE2 refuses it: {re2_message(error)}")
+    _TENANT_CACHE[tenant] = (now, tuple(detectors))
+    return _TENANT_CACHE[tenant][1]
+
+
+def re2_message(error: Exception) -> str:
+    """RE2's own words for a refusal (its binding hands them over as bytes)."""
+    text = error.args[0] if error.args else error
+    return text.decode(errors="replace") if isinstance(text, bytes) else str(text)
 
 
 def forget_tenant_patterns(tenant: str) -> None:
