@@ -203,11 +203,11 @@ class _Shapes:
                 its_unbounded, its_many = high == _UNBOUNDED, high == _UNBOUNDED or high >= _MANY
                 if its_unbounded and unbounded:
                     return "Nested unbounded repetition such as (a+)+: repeat the inner item once"
-                if its_many and self._variable(body) and self._first(body) & self._last(body):
+                if its_many and self._ambiguous(body, self._first(body)):
                     return (
-                        "A repetition of an item that can match texts of different lengths "
-                        r"starting and ending alike, such as (a+)+, (?:a|aa)+ or (?:\d{3}-?)+: "
-                        r"make the item's length fixed or its ends distinct, e.g. \d{3}(?:-\d{3})*"
+                        "A repetition whose item can stop or go on at the same character, "
+                        r"such as (a+)+, (?:a|aa)+, (?:a?a)+ or (?:\d{1,2})+: make where "
+                        r"each item ends unambiguous, e.g. (?:\d{3}-?)+ or \d(?:\d-)*"
                     )
                 found = self.hazard(body, unbounded or its_unbounded, many or its_many)
             elif op == sre_constants.SUBPATTERN:
@@ -231,6 +231,32 @@ class _Shapes:
         return None
 
     # --- shapes ---------------------------------------------------------------------------
+
+    def _ambiguous(self, seq: Any, follow: frozenset[str]) -> bool:
+        """Whether a part of ``seq`` that can stop or go on (``a?``, ``a{1,2}``, ``(?:|a)``)
+        can go on with a character that could also come next (``follow``: what follows
+        ``seq``). Repeated, each such point doubles the ways a backtracking engine tries."""
+        for index, (op, value) in enumerate(seq):
+            rest = seq[index + 1 :]
+            after = self._first(rest) | (follow if self._nullable(rest) else frozenset())
+            if op in _REPEATS:
+                low, high, body = value
+                if low != high and self._first(body) & after:
+                    return True
+                if self._ambiguous(body, self._first(body) | after):
+                    return True
+            elif op == sre_constants.SUBPATTERN:
+                if self._ambiguous(value[-1], after):
+                    return True
+            elif op == sre_constants.BRANCH:
+                branches = value[1]
+                if any(self._nullable(b) for b in branches) and after & frozenset().union(
+                    *(self._first(b) for b in branches)
+                ):
+                    return True
+                if any(self._ambiguous(b, after) for b in branches):
+                    return True
+        return False
 
     def _adjacent_overlap(self, seq: Any, index: int) -> bool:
         first = _unwrap(seq[index])
@@ -259,10 +285,6 @@ class _Shapes:
 
     # --- character sets -------------------------------------------------------------------
 
-    def _variable(self, seq: Any) -> bool:
-        low, high = sre_parse.SubPattern(self._state, list(seq)).getwidth()
-        return low != high
-
     def _nullable(self, seq: Any) -> bool:
         return sre_parse.SubPattern(self._state, list(seq)).getwidth()[0] == 0
 
@@ -270,14 +292,6 @@ class _Shapes:
         found: frozenset[str] = frozenset()
         for item in seq:
             found |= self._item(item, self._first)
-            if not self._nullable([item]):
-                break
-        return found
-
-    def _last(self, seq: Any) -> frozenset[str]:
-        found: frozenset[str] = frozenset()
-        for item in reversed(list(seq)):
-            found |= self._item(item, self._last)
             if not self._nullable([item]):
                 break
         return found
