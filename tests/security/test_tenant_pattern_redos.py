@@ -74,6 +74,8 @@ def test_each_pattern_of_the_finding_is_refused_at_save(pattern, _char, _size):
         (r"(?P<d>\d)-(?P=d)", "backreference"),
         (r"(?>\d+)X", "atomic group"),
         (r"\d++X", "possessive quantifier"),
+        (r"(\d)?(?(1)\d|X)", "conditional group"),
+        (r"(?(1)\d|X)", "conditional group"),
     ],
 )
 def test_lookarounds_and_backreferences_are_refused_naming_the_construct(pattern, named):

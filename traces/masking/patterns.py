@@ -138,7 +138,8 @@ def _unsupported_construct(pattern: str) -> str | None:
     try:
         parsed = sre_parse.parse(pattern)
     except (re.error, OverflowError, RecursionError):
-        return None
+        # Python refuses a conditional on a group that does not exist: still name it.
+        return _UNSUPPORTED[sre_constants.GROUPREF_EXISTS] if "(?(" in pattern else None
     for op, value in _nodes(parsed):
         if op in (sre_constants.ASSERT, sre_constants.ASSERT_NOT):
             behind, negative = value[0] < 0, op == sre_constants.ASSERT_NOT
