@@ -9,6 +9,7 @@ a pattern that spends its budget is disabled and recorded."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import subprocess
@@ -22,7 +23,7 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from traces.errors import MaskingPatternInvalid
-from traces.masking import Masker
+from traces.masking import Masker, plugins
 from traces.masking.patterns import MAX_SAMPLE_LENGTH, try_pattern
 from traces.masking.plugins import (
     SCAN_BUDGET_ACTOR,
@@ -190,10 +191,19 @@ def test_a_stored_pattern_re2_refuses_is_disabled_and_recorded_instead_of_run():
 
 def test_the_sample_check_is_bounded_by_the_same_engine_and_budget():
     started = time.monotonic()
-    with pytest.raises(MaskingPatternInvalid) as refused:
+    with contextlib.suppress(MaskingPatternInvalid):  # past its budget or not, it ends
         try_pattern("order_ref", RESCANS, "a" * MAX_SAMPLE_LENGTH)
 
     assert time.monotonic() - started < 3
+
+
+def test_a_sample_the_pattern_cannot_scan_within_its_budget_is_refused(monkeypatch):
+    monkeypatch.setattr(plugins, "TENANT_SCAN_BUDGET_S", 0.0)
+    monkeypatch.setattr(plugins, "TENANT_SCAN_BUDGET_PER_CHAR_S", 0.0)
+
+    with pytest.raises(MaskingPatternInvalid) as refused:
+        try_pattern("order_ref", RESCANS, "a" * 1000)
+
     assert refused.value.field == "pattern"
     assert "On the sample: scan budget exceeded" in refused.value.message
 
@@ -293,3 +303,19 @@ def test_a_generated_shape_forced_past_the_check_is_bounded_on_re2(pattern, char
     assert detector.engine == "re2"
     assert all(0 <= s < e <= len(text) for s, e in spans)
     assert time.monotonic() - started < 2  # budget 0.255 s; re took hours on some of these
+
+
+@pytest.mark.django_db
+def test_a_pattern_re2_would_take_seconds_to_compile_is_refused_at_once_and_never_loaded():
+    huge = "a{1,1000}" * 50  # RE2 compiles it out in about 20 s
+
+    started = time.monotonic()
+    with pytest.raises(MaskingPatternInvalid) as refused:
+        try_pattern("order_ref", huge, "aaa")
+    MaskingPattern.objects.create(tenant="acme", kind="order_ref", pattern=huge, sample="a")
+    loaded = tenant_detectors("acme")
+
+    assert time.monotonic() - started < 2
+    assert "pattern too large: 50000 positions" in refused.value.message
+    assert loaded == ()
+    assert MaskingPatternChange.objects.get().action == "disable"

@@ -62,10 +62,50 @@ def _re2_options() -> Any:
     return options
 
 
+# RE2 compiles counted repetitions out, in time that grows faster than their sum
+# (``a{1,1000}`` fifty times: 20 s); a pattern is refused past this many positions.
+MAX_EXPANDED_POSITIONS = 2000
+
+
 def compile_tenant_pattern(pattern: str) -> Any:
     """``pattern`` compiled by RE2 (the engine tenants' patterns run on). Raises
-    ``re2.error``."""
+    ``re2.error``, also for a pattern over ``MAX_EXPANDED_POSITIONS``."""
+    positions = expanded_positions(pattern)
+    if positions > MAX_EXPANDED_POSITIONS:
+        raise re2.error(
+            f"pattern too large: {positions} positions once its repetitions are counted out "
+            f"(at most {MAX_EXPANDED_POSITIONS})"
+        )
     return re2.compile(pattern, _re2_options())
+
+
+def expanded_positions(pattern: str) -> int:
+    """How many characters ``pattern`` spells out once counted repetitions are expanded (an
+    unbounded one counts its minimum plus one); from Python's parse, or, for syntax only RE2
+    reads, from the counts written in it."""
+    from re import _constants as sre_constants  # type: ignore[attr-defined]
+    from re import _parser as sre_parse  # type: ignore[attr-defined]
+
+    def size(seq: Any) -> int:
+        total = 0
+        for op, value in seq:
+            if op in (sre_constants.MAX_REPEAT, sre_constants.MIN_REPEAT):
+                low, high, body = value
+                count = low + 1 if high == sre_constants.MAXREPEAT else high
+                total += max(count, 1) * size(body)
+            elif op == sre_constants.SUBPATTERN:
+                total += size(value[-1])
+            elif op == sre_constants.BRANCH:
+                total += sum(size(branch) for branch in value[1])
+            else:
+                total += 1
+        return total
+
+    try:
+        return size(sre_parse.parse(pattern))
+    except (re.error, OverflowError, RecursionError):
+        counts = re.findall(r"\{(\d+)(?:,(\d*))?\}", pattern)
+        return len(pattern) + sum(int(high or low) for low, high in counts)
 
 
 def scan_budget_s(length: int, patterns: int = 1) -> float:
