@@ -105,6 +105,7 @@ def test_a_tenants_pathological_pattern_stalls_neither_healthz_nor_another_tenan
     other_run = {"agent": "ticket-assistant", "user": "bob", "input": "hi"}
 
     with httpx.Client(base_url=url, timeout=120) as client:
+        client.post("/api/v1/runs", json=other_run, headers=globex)  # warm the process up
         healthz_before, _ = timed(lambda: client.get("/healthz"))
         other_before, first = timed(
             lambda: client.post("/api/v1/runs", json=other_run, headers=globex)
@@ -152,7 +153,10 @@ def test_a_tenants_pathological_pattern_stalls_neither_healthz_nor_another_tenan
     change = MaskingPatternChange.objects.get(tenant="acme", kind="order_ref")
     assert (change.action, change.actor) == ("disable", SCAN_BUDGET_ACTOR)
     assert MaskingPattern.objects.get(tenant="acme", kind="loop_ref").enabled is True  # linear
-    trace = httpx.get(
-        f"{url}{acme_runs[0][1].json()['links']['trace']}", headers=acme, timeout=30
-    ).text
-    assert "a" * 1000 not in trace  # the unread rest was masked, not stored in clear
+    traces = [
+        httpx.get(f"{url}{run.json()['links']['trace']}", headers=acme, timeout=30).text
+        for _, run in acme_runs
+    ]
+    # The run whose scan spent the budget stored the unread rest masked, not in clear (a run
+    # that started once the pattern was disabled no longer applies it: that is disabling).
+    assert any("a" * 1000 not in trace for trace in traces)

@@ -133,9 +133,10 @@ class TenantPattern:
     """A tenant's pattern, on RE2, within a budget per text.
 
     Past its budget a scan stops and what it did not read is returned as one value of the kind
-    (masked, so that nothing it should have masked is stored in clear); the pattern is then
-    disabled: this object finds nothing more, and with ``report`` the row is disabled and the
-    change recorded (``_disable``)."""
+    (masked, so that nothing it should have masked is stored in clear). The first time, with
+    ``report``, the row is disabled and the change recorded (``_disable``): maskers made from
+    then on do not load the pattern, and those that hold it (runs under way) go on scanning
+    each text within its budget, failing closed the same way."""
 
     engine = "re2"
 
@@ -151,11 +152,9 @@ class TenantPattern:
         self.regex = compile_tenant_pattern(pattern)
         self._group = 1 if self.regex.groups else 0
         self._patterns, self._report = patterns, report
-        self.exceeded: str | None = None  # why the pattern stopped, once it has
+        self.exceeded: str | None = None  # why a scan last stopped, once one has
 
     def find(self, text: str) -> Iterator[tuple[int, int]]:
-        if self.exceeded is not None:
-            return
         started = time.monotonic()
         budget = scan_budget_s(len(text), self._patterns)
         group, read = self._group, 0
@@ -172,6 +171,7 @@ class TenantPattern:
                     f"{len(text)} characters, stopped at character {read}"
                 )
                 if self._report:
+                    self._report = False  # once: the row is disabled for every process
                     _disable(self.tenant, self.kind, self.source, self.exceeded)
                 yield read, len(text)  # unread: masked whole rather than stored in clear
                 return
