@@ -5,7 +5,13 @@ from django.contrib import admin, messages
 from django.http import HttpRequest
 
 from traces.errors import MaskingPatternInvalid
-from traces.masking.patterns import remove_pattern, save_pattern, try_pattern
+from traces.masking.patterns import (
+    MAX_PATTERN_LENGTH,
+    MAX_SAMPLE_LENGTH,
+    remove_pattern,
+    save_pattern,
+    try_pattern,
+)
 from traces.models import (
     AuditChainHead,
     AuditCheckpoint,
@@ -76,7 +82,22 @@ class RetentionPolicyAdmin(admin.ModelAdmin):
 
 
 class MaskingPatternForm(forms.ModelForm):
-    """Tries the pattern on its sample before anything is saved."""
+    """Tries the pattern on its sample before anything is saved. Both are capped here, before
+    any scan, and the trial runs on the engine and within the budget of a run's scans."""
+
+    pattern = forms.CharField(
+        max_length=MAX_PATTERN_LENGTH,
+        strip=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="An RE2 regular expression (no lookarounds or backreferences), at most one "
+        "capturing group: the value.",
+    )
+    sample = forms.CharField(
+        max_length=MAX_SAMPLE_LENGTH,
+        strip=False,
+        widget=forms.Textarea,
+        help_text="Text with at least one value the pattern must find.",
+    )
 
     class Meta:
         model = MaskingPattern
