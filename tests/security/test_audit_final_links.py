@@ -7,6 +7,7 @@ terminal status verify (no false alarm)."""
 from __future__ import annotations
 
 import contextlib
+import importlib
 import itertools
 import json
 from collections.abc import Iterator
@@ -227,6 +228,41 @@ def test_an_ended_runs_records_rewritten_or_deleted_break_its_final_link(acme, t
 
 
 # --- No false alarms ------------------------------------------------------------------------
+
+
+def upgrade_marks_existing_links() -> None:
+    """The data step of ``traces.0008_audit_final_run_links``, run on the rows as they are."""
+    from django.apps import apps
+
+    migration = importlib.import_module("traces.migrations.0008_audit_final_run_links")
+    migration.mark_links_before_final(apps, None)
+
+
+def test_chains_written_before_final_links_existed_still_verify(acme, monkeypatch):
+    """Before the upgrade every link was non-final, also an ended run's last one: those are
+    no alarm; records after such a link of an ended run still are."""
+    with monkeypatch.context() as patch:  # the engine as it was: links are never final
+        patch.setattr(
+            "harness.engine.driver.anchor_run",
+            lambda request_id, tenant, head, final=False: anchor_run(request_id, tenant, head),
+        )
+        old, appended_to = demo_run(acme, end=False), demo_run(acme, end=False)
+    assert not verify("acme")[0]  # ended runs, last links not final: unless written before
+
+    upgrade_marks_existing_links()
+    new = demo_run(acme, end=False)  # after the upgrade: final
+
+    ok, output = verify("acme")
+    assert ok, output
+    assert not AuditRunLink.objects.filter(request_id=old, final=True).exists()
+    assert AuditRunLink.objects.filter(request_id=new, final=True).exists()
+    with triggers_bypassed():
+        insert_records([forged_record(appended_to)])
+    ok, output = verify("acme")
+    assert not ok
+    assert f"run {appended_to}" in output
+    assert "the run has ended but record" in output
+
 
 TICKET = "T-20250318-007"
 
