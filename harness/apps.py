@@ -9,7 +9,10 @@ class HarnessConfig(AppConfig):
         from harness import checks  # noqa: F401  (registers the system checks)
         from harness.approval_wait import refuse_decisions_on_ended_runs
         from harness.engine.approvals import on_approval_decided
+        from harness.services import ended_request_ids
         from policy.services import add_decision_guard, approval_decided
+        from traces.services import register_ended_runs
 
         approval_decided.connect(on_approval_decided, dispatch_uid="harness.resume_on_approval")
         add_decision_guard(refuse_decisions_on_ended_runs)
+        register_ended_runs(ended_request_ids)

@@ -10,6 +10,7 @@ import json
 import secrets
 import threading
 import uuid
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from datetime import timedelta
 from typing import Any
@@ -36,7 +37,7 @@ from harness.errors import (
 from harness.events import EventType, emit, emit_first
 from harness.models import TERMINAL_STATUSES, ApiKey, Run, RunMode, Session, Tenant
 from policy import services as policy
-from traces.services import fingerprint_search_keys, mask_for_storage, seal
+from traces.services import finalize_run, fingerprint_search_keys, mask_for_storage, seal
 
 API_KEY_PREFIX = "hk_"
 
@@ -328,7 +329,10 @@ def decide_tool_call(
 def cancel_run(run: Run) -> Run:
     """Cancel a run: at once if nobody drives it, else at its driver's next step boundary."""
     state.request_cancel(str(run.id))
-    idle = state.cancel_idle(str(run.id))
+    with transaction.atomic():
+        idle = state.cancel_idle(str(run.id))
+        if idle:  # ended without its driver: close its audit chain here
+            finalize_run(run.request_id, run.tenant.slug)
     run.refresh_from_db()
     if idle:
         policy.release_run(run.tenant.slug, str(run.id))
@@ -344,3 +348,13 @@ def recover_stalled_runs() -> int:
     for run_id in stalled:
         enqueue_run(run_id)
     return len(stalled)
+
+
+def ended_request_ids(tenant: str) -> Iterable[str]:
+    """The request ids of ``tenant``'s runs in a terminal status (for audit verification:
+    ``traces.chain.register_ended_runs``)."""
+    return (
+        Run.objects.filter(tenant__slug=tenant, status__in=TERMINAL_STATUSES)
+        .values_list("request_id", flat=True)
+        .iterator(chunk_size=5000)
+    )

@@ -20,6 +20,8 @@ class ToolErrorCode(StrEnum):
     # cannot be reached (or the connection broke during the call).
     TOOL_DRIFTED = "tool_drifted"
     MCP_UNAVAILABLE = "mcp_unavailable"
+    # A tool's result larger than Harness reads (an MCP server's answer over 1 MiB).
+    RESULT_TOO_LARGE = "result_too_large"
     # Refusals by the policy engine after the ACL: a chain or call rule, a human's denial (or
     # no decision in time), a limit on tool calls.
     POLICY_REFUSED = "policy_refused"

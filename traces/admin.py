@@ -54,7 +54,7 @@ class AuditRecordAdmin(ReadOnlyAdmin):
 
 @admin.register(AuditRunLink)
 class AuditRunLinkAdmin(ReadOnlyAdmin):
-    list_display = ["tenant", "sequence", "request_id", "run_sequence", "created_at"]
+    list_display = ["tenant", "sequence", "request_id", "run_sequence", "final", "created_at"]
     list_filter = ["tenant"]
     search_fields = ["=request_id"]
 

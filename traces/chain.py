@@ -14,10 +14,18 @@ head lock — once per pause or end, not per record. The tenant's head is signed
 expired runs were deleted; ``manage.py audit_head`` exports the signed head so that a chain cut
 back to an earlier signed head is caught too (``verify_audit --expect-head``).
 
+The link written when a run ends is *final* (``AuditRunLink.final``, inside its hash): it closes
+the run's chain. Nothing may follow it (PostgreSQL triggers refuse records and links of a run
+with a final link; ``verify_chain`` reports them everywhere).
+
 Editing, deleting or reordering a record breaks its run's chain; rewriting or deleting a whole
 linked run breaks its link; deleting links breaks the tenant's chain or its head;
-``verify_chain`` names the first break. A run's records after its last link (a run still
-going) are verified as a chain but need no link yet.
+``verify_chain`` names the first break. A run's records after its last link are verified as a
+chain and need no link yet only while the run is still going: given which runs have ended
+(``register_ended_runs``: the harness hands in its terminal runs, traces imports no app), an
+ended run must end in a final link naming its last record. Links written before final links
+existed (before the head's ``final_links_from``, set by the upgrade) are accepted as an ended
+run's last link.
 
 Hashes are computed over exactly what the database gives back: payloads go through
 ``normalize_json`` first (PostgreSQL's jsonb rewrites some numbers, refuses ``\\u0000``).
@@ -30,7 +38,7 @@ import hmac
 import json
 import math
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -240,9 +248,14 @@ def link_hash(
     run_sequence: int,
     run_hash: str,
     created_at: datetime,
+    final: bool = False,
 ) -> str:
-    """SHA-256 of a run link's content (``sequence`` and ``prev_hash`` are the tenant's)."""
-    content = {
+    """SHA-256 of a run link's content (``sequence`` and ``prev_hash`` are the tenant's).
+
+    A final link's content says so (``"final": true``), so the flag cannot be dropped or added
+    without breaking the tenant's chain; a link that is not final has no such member, so links
+    written before the flag existed keep their hash."""
+    content: dict[str, Any] = {
         "link": True,
         "tenant": tenant,
         "sequence": sequence,
@@ -252,6 +265,8 @@ def link_hash(
         "run_hash": run_hash,
         "created_at": created_at.isoformat(),
     }
+    if final:
+        content["final"] = True
     return hashlib.sha256(canonical_json(content).encode()).hexdigest()
 
 
@@ -265,6 +280,7 @@ def hash_of_link(link: AuditRunLink) -> str:
         run_sequence=link.run_sequence,
         run_hash=link.run_hash,
         created_at=link.created_at,
+        final=link.final,
     )
 
 
@@ -357,12 +373,18 @@ def insert_records(records: list[AuditRecord]) -> None:
         record._chained = False  # type: ignore[attr-defined]  # inserted once only
 
 
-def anchor_run(request_id: str, tenant: str, run_head: tuple[int, str]) -> None:
+def anchor_run(
+    request_id: str, tenant: str, run_head: tuple[int, str], final: bool = False
+) -> None:
     """Call inside the caller's transaction (after the run's records are inserted): lock the
     tenant head, append a link naming the run's head, move and re-sign the tenant head.
 
-    No-op when that run head is already linked, or the run has no record. Lock order: callers
-    lock their run row first, then this takes the tenant head (held to the caller's commit).
+    ``final``: the run has ended (same transaction as its terminal status): the link closes
+    the run's chain, even when a pause link names that head already.
+
+    No-op when that run head is already linked (as final or not, as asked), or the run has no
+    record. Lock order: callers lock their run row first, then this takes the tenant head (held
+    to the caller's commit).
     """
     run_sequence, run_hash = run_head
     if run_sequence == 0:
@@ -377,10 +399,11 @@ def anchor_run(request_id: str, tenant: str, run_head: tuple[int, str]) -> None:
             run_hash=run_hash,
             prev_hash=head.hash,
             created_at=timezone.now(),
+            final=final,
         )
         link.hash = hash_of_link(link)
         linked = insert_rows(
-            [link], ignore_conflicts=True, unique_fields=("request_id", "run_sequence")
+            [link], ignore_conflicts=True, unique_fields=("request_id", "run_sequence", "final")
         )
         if not linked:
             return  # that run head is linked already (its unique constraint)
@@ -390,6 +413,13 @@ def anchor_run(request_id: str, tenant: str, run_head: tuple[int, str]) -> None:
             signature=sign_link("head", tenant, link.sequence, link.hash),
             updated_at=timezone.now(),
         )
+
+
+def finalize_run(request_id: str, tenant: str) -> None:
+    """Close the chain of a run that ended without its driver (cancelled while queued or
+    waiting for approval): a final link naming its last record (one read for the head), inside
+    the caller's transaction, after the run row moved to its terminal status."""
+    anchor_run(request_id, tenant, RunChain(request_id, tenant).head, final=True)
 
 
 def append_audit_record(
@@ -463,11 +493,39 @@ class ChainReport:
         return self.broken is None
 
 
-def verify_chain(tenant: str) -> ChainReport:
+EndedRuns = Callable[[str], Iterable[str]]
+_ended_run_sources: list[EndedRuns] = []
+
+
+def register_ended_runs(source: EndedRuns) -> None:
+    """Tell verification which runs have ended: ``source(tenant)`` yields the request ids of
+    the tenant's runs in a terminal status. The harness registers its run table here (in its
+    app's ``ready``); traces imports no app. Without a source, ended runs are not told apart
+    from runs still going (records after a final link are reported all the same)."""
+    if source not in _ended_run_sources:
+        _ended_run_sources.append(source)
+
+
+def ended_runs(tenant: str) -> set[str] | None:
+    """The request ids of ``tenant``'s ended runs, from the registered sources (``None``: none
+    registered)."""
+    if not _ended_run_sources:
+        return None
+    ended: set[str] = set()
+    for source in _ended_run_sources:
+        ended.update(source(tenant))
+    return ended
+
+
+def verify_chain(tenant: str, ended: set[str] | None = None) -> ChainReport:
     """Check ``tenant``'s chain of run links, then every run's records, and name the first
     break: the checkpoint's and head's signatures, each link's order and hash, each run's
-    records' order and hashes, each link against the run record it names, and runs with model
-    calls (spans) but no audit at all."""
+    records' order and hashes, each link against the run record it names, records after a
+    run's final link, ended runs whose last record is not closed by a final link (``ended``:
+    the request ids of runs in a terminal status; default: the registered ``ended_runs``), and
+    runs with model calls (spans) but no audit at all."""
+    if ended is None:
+        ended = ended_runs(tenant)
     checkpoint = AuditCheckpoint.objects.filter(tenant=tenant).first()
     start, prev_hash = 0, GENESIS_HASH
     if checkpoint is not None:
@@ -496,48 +554,55 @@ def verify_chain(tenant: str) -> ChainReport:
     # Level 1: every run's records, and the links that name them.
     named = links_by_run(links)
     records = AuditRecord.objects.filter(tenant=tenant).order_by("request_id", "sequence")
-    fault, checked, runs = runs_fault(records.iterator(chunk_size=1000), named)
+    final_from = (
+        AuditChainHead.objects.filter(tenant=tenant)
+        .values_list("final_links_from", flat=True)
+        .first()
+    )
+    fault, checked, runs = runs_fault(records.iterator(chunk_size=1000), named, ended, final_from)
     if fault is None:
         fault = _missing_audit(tenant)
     return ChainReport(tenant, checked, start, last, fault, len(links), runs)
 
 
-def links_by_run(links: list[AuditRunLink]) -> dict[str, dict[int, AuditRunLink]]:
-    """``links`` by run, then by the run sequence each names."""
-    named: dict[str, dict[int, AuditRunLink]] = {}
+def links_by_run(links: list[AuditRunLink]) -> dict[str, list[AuditRunLink]]:
+    """``links`` by run, in the tenant chain's order."""
+    named: dict[str, list[AuditRunLink]] = {}
     for link in links:
-        named.setdefault(link.request_id, {})[link.run_sequence] = link
+        named.setdefault(link.request_id, []).append(link)
     return named
 
 
 def runs_fault(
-    records: Iterable[AuditRecord], named: dict[str, dict[int, AuditRunLink]]
+    records: Iterable[AuditRecord],
+    named: dict[str, list[AuditRunLink]],
+    ended: set[str] | None = None,
+    final_from: int | None = None,
 ) -> tuple[ChainBreak | None, int, int]:
-    """Walk records ordered by (run, sequence): each run's chain from genesis, and every link
-    in ``named`` against the record it names (a named run without records: deleted).
+    """Walk records ordered by (run, sequence): each run's chain from genesis, every link in
+    ``named`` against the record it names (a named run without records: deleted), no record
+    after a run's final link, and, for the runs in ``ended``, a last record closed by a final
+    link (or by any link before link ``final_from``: written before final links existed).
     Returns (the first break, records checked, runs seen)."""
-    named = {request_id: dict(by_sequence) for request_id, by_sequence in named.items()}
+    named = dict(named)
     checked, runs = 0, 0
     walk = _RunWalk()
     for record in records:
         if record.request_id != walk.request_id:
-            fault = walk.finish(named.pop(walk.request_id, {}))
+            fault = walk.finish(ended, final_from)
             if fault is not None:
                 return fault, checked, runs
-            walk = _RunWalk(record.request_id)
+            walk = _RunWalk(record.request_id, named.pop(record.request_id, []))
             runs += 1
-        fault = walk.step(record, named.get(record.request_id, {}))
+        fault = walk.step(record)
         if fault is not None:
             return fault, checked, runs
         checked += 1
-    fault = walk.finish(named.pop(walk.request_id, {}))
+    fault = walk.finish(ended, final_from)
     if fault is None and named:
-        request_id, by_sequence = min(
-            named.items(), key=lambda item: min(link.sequence for link in item[1].values())
-        )
-        link = min(by_sequence.values(), key=lambda link: link.sequence)
+        request_id, run_links = min(named.items(), key=lambda item: item[1][0].sequence)
         fault = ChainBreak(
-            link.sequence,
+            run_links[0].sequence,
             f"run {request_id} has no audit records left: the whole run was deleted",
             request_id=request_id,
             level="tenant",
@@ -548,43 +613,78 @@ def runs_fault(
 class _RunWalk:
     """Walks one run's records in order, checking each link that names one of them."""
 
-    def __init__(self, request_id: str = "") -> None:
+    def __init__(self, request_id: str = "", links: list[AuditRunLink] | None = None) -> None:
         self.request_id = request_id
         self.expected = 1
         self.prev_hash = GENESIS_HASH
+        self.links = links or []
+        self.at: dict[int, list[AuditRunLink]] = {}
+        for link in self.links:
+            self.at.setdefault(link.run_sequence, []).append(link)
+        self.final = next((link for link in self.links if link.final), None)
 
-    def step(self, record: AuditRecord, named: dict[int, AuditRunLink]) -> ChainBreak | None:
+    def step(self, record: AuditRecord) -> ChainBreak | None:
         fault = link_fault(record, self.expected, self.prev_hash)
         if fault is not None:
             return fault
-        link = named.get(record.sequence)
-        if link is not None and link.run_hash != record.hash:
+        if self.final is not None and record.sequence > self.final.run_sequence:
             return ChainBreak(
-                link.sequence,
-                f"it names record {record.sequence} of run {record.request_id} with another "
-                "hash (the run was rewritten)",
+                record.sequence,
+                f"it was appended after the run's final link (link {self.final.sequence}, at "
+                f"record {self.final.run_sequence}): the run had ended",
+                record_id=record.pk,
                 request_id=record.request_id,
-                level="tenant",
             )
+        for link in self.at.get(record.sequence, ()):
+            if link.run_hash != record.hash:
+                return ChainBreak(
+                    link.sequence,
+                    f"it names record {record.sequence} of run {record.request_id} with "
+                    "another hash (the run was rewritten)",
+                    request_id=record.request_id,
+                    level="tenant",
+                )
         self.prev_hash, self.expected = record.hash, self.expected + 1
         return None
 
-    def finish(self, named: dict[int, AuditRunLink]) -> ChainBreak | None:
+    def finish(self, ended: set[str] | None, final_from: int | None) -> ChainBreak | None:
         last = self.expected - 1
-        beyond = [link for sequence, link in named.items() if sequence > last]
-        if not beyond:
+        beyond = [link for link in self.links if link.run_sequence > last]
+        if beyond:
+            link = min(beyond, key=lambda link: link.run_sequence)
+            missing = (
+                f"record {last + 1}"
+                if link.run_sequence == last + 1
+                else f"records {last + 1} to {link.run_sequence}"
+            )
+            return ChainBreak(
+                last + 1,
+                f"{missing} at the end of the run are missing (deleted); link {link.sequence} "
+                "names them",
+                request_id=self.request_id,
+            )
+        if not self.request_id or ended is None or self.request_id not in ended:
+            return None  # a run still going: its records after its last link need no link yet
+        closing = self.at.get(last, [])
+        if not closing:
+            linked = max((link.run_sequence for link in self.links), default=0)
+            records = f"record {last}" if linked + 1 == last else f"records {linked + 1} to {last}"
+            return ChainBreak(
+                linked + 1,
+                f"the run has ended but {records} are not linked into the tenant's chain "
+                "(appended after its end, or its end was never linked: no final link)",
+                request_id=self.request_id,
+            )
+        if any(link.final for link in closing):
             return None
-        link = min(beyond, key=lambda link: link.run_sequence)
-        missing = (
-            f"record {last + 1}"
-            if link.run_sequence == last + 1
-            else f"records {last + 1} to {link.run_sequence}"
-        )
+        link = closing[-1]
+        if final_from is None or link.sequence < final_from:
+            return None  # linked before final links existed
         return ChainBreak(
-            last + 1,
-            f"{missing} at the end of the run are missing (deleted); link {link.sequence} "
-            "names them",
+            link.sequence,
+            f"run {self.request_id} has ended but its last link is not final",
             request_id=self.request_id,
+            level="tenant",
         )
 
 

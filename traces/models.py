@@ -150,6 +150,10 @@ class AuditRunLink(AppendOnlyModel):
     run's last record at that moment; ``prev_hash`` is the tenant's previous link (or the
     retention checkpoint's hash) and ``hash`` covers all of it. A run that pauses and resumes
     has one link per pause or end. Written only by ``traces.chain.anchor_run``.
+
+    ``final``: the link written when the run ended (covered by ``hash``): nothing may follow it
+    in the run's chain (a PostgreSQL trigger refuses it; ``verify_audit`` reports it). It may
+    name the same record as the run's last pause link (a run cancelled while it waited).
     """
 
     tenant = models.CharField(max_length=64, db_index=True)
@@ -160,6 +164,7 @@ class AuditRunLink(AppendOnlyModel):
     prev_hash = models.CharField(max_length=64)
     hash = models.CharField(max_length=64)
     created_at = models.DateTimeField(default=timezone.now)
+    final = models.BooleanField(default=False)
 
     objects = AppendOnlyQuerySet.as_manager()
 
@@ -170,7 +175,13 @@ class AuditRunLink(AppendOnlyModel):
                 fields=["tenant", "sequence"], name="audit_link_unique_sequence"
             ),
             models.UniqueConstraint(
-                fields=["request_id", "run_sequence"], name="audit_link_unique_run_head"
+                fields=["request_id", "run_sequence", "final"],
+                name="audit_link_unique_run_head_final",
+            ),
+            models.UniqueConstraint(
+                fields=["request_id"],
+                condition=models.Q(final=True),
+                name="audit_link_one_final_per_run",
             ),
         ]
 
@@ -193,6 +204,9 @@ class AuditChainHead(models.Model):
     hash = models.CharField(max_length=64)
     signature = models.CharField(max_length=64)
     updated_at = models.DateTimeField(auto_now=True)
+    # From this link on, an ended run's last link must be final: links before it were written
+    # before final links existed (the upgrade set it past each tenant's head then).
+    final_links_from = models.PositiveBigIntegerField(default=1)
 
     def __str__(self) -> str:
         return f"{self.tenant} head at link {self.sequence}"

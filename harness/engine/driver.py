@@ -210,7 +210,7 @@ def _stopped_answer(detail: str, messages: list[Message]) -> str:
 def _end_segment(drive: Drive, ended: bool) -> None:
     """What every last transaction of a segment writes besides the run row: the budget (and
     the day's thresholds this run is first to cross), the labels, and the run's audit head
-    linked into the tenant's chain."""
+    linked into the tenant's chain (a final link when the run ended: it closes the run's chain)."""
     guard = drive.guard
 
     def budget() -> None:
@@ -221,7 +221,9 @@ def _end_segment(drive: Drive, ended: bool) -> None:
     if drive.scope is not None:
         drive.writes.inside(drive.scope.policy.write_noted)
     tracer = drive.tracer
-    drive.writes.inside(lambda: anchor_run(tracer.request_id, tracer.tenant, tracer.chain.head))
+    drive.writes.inside(
+        lambda: anchor_run(tracer.request_id, tracer.tenant, tracer.chain.head, final=ended)
+    )
     drive.writes.after_commit(drive.guard.release_slot)
 
 

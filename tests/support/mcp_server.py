@@ -2,9 +2,9 @@
 
 Its tools exercise what Harness must handle: structured and text results, an image, a tool
 error (``isError``), a slow tool that records its cancellation, a tool that kills the server
-mid-call, customer data (masking, chain rules) and a sink. It writes what it sees to
-``$MCP_TEST_STATE/<tool>.log`` (one JSON line per event), so a test can tell whether a call
-arrived, with which ``_meta``, and whether it was cancelled.
+mid-call, customer data (masking, chain rules), a sink and a result of any size. It writes what
+it sees to ``$MCP_TEST_STATE/<tool>.log`` (one JSON line per event), so a test can tell whether
+a call arrived, with which ``_meta``, and whether it was cancelled.
 
 Drift: when ``$MCP_TEST_STATE/drift.json`` exists, its ``{"tool": "new description"}`` replace
 the advertised descriptions (read at every ``tools/list``), and ``{"tool": null}`` hides a tool.
@@ -115,6 +115,11 @@ def build_server() -> MCPServer:
     async def mail_out(to: str, body: str) -> dict[str, Any]:
         record("mail_out", to=to, body=body)
         return {"queued": True}
+
+    @server.tool(description="A text of the given number of bytes (a result too large to send).")
+    async def big(size: int) -> str:
+        record("big", size=size)
+        return "x" * size
 
     @server.tool(description="The names of the server process's environment variables.")
     async def environment_names() -> list[str]:

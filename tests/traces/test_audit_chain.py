@@ -19,6 +19,7 @@ from django.core.management import CommandError, call_command
 from django.db import DatabaseError, connection, connections, transaction
 from django.test import Client
 
+from harness.models import Run
 from traces.chain import (
     GENESIS_HASH,
     RunChain,
@@ -50,7 +51,25 @@ def demo_run(client, end: bool = True) -> str:
     request_id = response.json()["request_id"]
     if end:
         tenant = AuditRecord.objects.filter(request_id=request_id).first().tenant
-        anchor_run(request_id, tenant, RunChain(request_id, tenant).head)
+        anchor_run(request_id, tenant, RunChain(request_id, tenant).head, final=True)
+    return request_id
+
+
+def still_going(request_id: str, status: str = "awaiting_approval") -> None:
+    """The run's row as for a run that has not ended (its driver died, or it waits)."""
+    Run.objects.filter(request_id=request_id).update(status=status)
+
+
+def paused_run(client, monkeypatch) -> str:
+    """A run whose engine linked its head without ending it, as when a run pauses: the link is
+    not final and the run has not ended."""
+    with monkeypatch.context() as patch:
+        patch.setattr(
+            "harness.engine.driver.anchor_run",
+            lambda request_id, tenant, head, final=False: anchor_run(request_id, tenant, head),
+        )
+        request_id = demo_run(client, end=False)
+    still_going(request_id)
     return request_id
 
 
@@ -117,8 +136,9 @@ def test_runs_are_chains_linked_into_their_tenants_chain(acme, globex):
 
 def test_a_run_still_going_verifies_without_a_link(acme, monkeypatch):
     # As if its driver died before the run ended: the engine never linked it.
-    monkeypatch.setattr("harness.engine.driver.anchor_run", lambda *args: None)
+    monkeypatch.setattr("harness.engine.driver.anchor_run", lambda *args, **kwargs: None)
     run = demo_run(acme, end=False)
+    still_going(run, "running")
 
     ok, output = verify("acme")
 
@@ -127,8 +147,8 @@ def test_a_run_still_going_verifies_without_a_link(acme, monkeypatch):
     assert not AuditRunLink.objects.filter(request_id=run).exists()
 
 
-def test_anchoring_is_idempotent_and_a_resumed_run_is_linked_again(acme):
-    run = demo_run(acme)
+def test_anchoring_is_idempotent_and_a_resumed_run_is_linked_again(acme, monkeypatch):
+    run = paused_run(acme, monkeypatch)
     tenant_head = AuditChainHead.objects.get(tenant="acme").hash
     anchor_run(run, "acme", RunChain(run, "acme").head)  # already linked: nothing
     anchor_run(run, "acme", (0, GENESIS_HASH))  # nothing to link
@@ -138,15 +158,17 @@ def test_anchoring_is_idempotent_and_a_resumed_run_is_linked_again(acme):
     chain = RunChain(run, "acme")  # the run resumes: a new driver continues its chain
     append = chain.link("0" * 16, "tool_io", {"resumed": True})
     insert_records([append])
-    anchor_run(run, "acme", chain.head)
+    anchor_run(run, "acme", chain.head, final=True)  # and ends
 
     assert append.sequence == last_record(run).sequence
     assert AuditRunLink.objects.filter(request_id=run).count() == 2
     assert verify_chain("acme").ok
 
 
-def test_a_run_chain_numbers_records_in_memory_after_one_read(acme, django_assert_num_queries):
-    run = demo_run(acme, end=False)
+def test_a_run_chain_numbers_records_in_memory_after_one_read(
+    acme, django_assert_num_queries, monkeypatch
+):
+    run = paused_run(acme, monkeypatch)
     before = last_record(run)
     chain = RunChain(run, "acme")
 

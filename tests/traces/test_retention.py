@@ -14,7 +14,7 @@ from django.db import connection
 from django.utils import timezone
 
 from harness.celery import app as celery_app
-from tests.traces.test_audit_chain import tamper
+from tests.traces.test_audit_chain import paused_run, still_going, tamper
 from traces.chain import RunChain, anchor_run, insert_records, verify_chain
 from traces.models import (
     AuditCheckpoint,
@@ -39,16 +39,16 @@ def demo_run(client, user="bob", end=True):
     request_id = response.json()["request_id"]
     if end:
         tenant = AuditRecord.objects.filter(request_id=request_id).first().tenant
-        anchor_run(request_id, tenant, RunChain(request_id, tenant).head)
+        anchor_run(request_id, tenant, RunChain(request_id, tenant).head, final=True)
     return request_id
 
 
 def resume(request_id: str, tenant: str = "acme", end: bool = True) -> None:
-    """The run goes on: one more record, and (``end``) linked again."""
+    """The run goes on: one more record, and (``end``) ends, linked again (final)."""
     chain = RunChain(request_id, tenant)
     insert_records([chain.link("0" * 16, "tool_io", {"resumed": True})])
     if end:
-        anchor_run(request_id, tenant, chain.head)
+        anchor_run(request_id, tenant, chain.head, final=True)
 
 
 def trace_rows(request_id: str) -> tuple[int, int, int]:
@@ -71,12 +71,16 @@ def test_expired_traces_are_deleted_and_the_chain_still_verifies(
     acme, batch_size, ended, monkeypatch
 ):
     if not ended:  # the drivers died before the runs ended: the engine never linked them
-        monkeypatch.setattr("harness.engine.driver.anchor_run", lambda *args: None)
+        monkeypatch.setattr("harness.engine.driver.anchor_run", lambda *args, **kwargs: None)
     old = demo_run(acme, end=ended)
+    if not ended:
+        still_going(old, "running")
     old_records = AuditRecord.objects.filter(tenant="acme", request_id=old).count()
     assert all(trace_rows(old))
     cutoff_moment = timezone.now()
     kept = demo_run(acme, end=ended)
+    if not ended:
+        still_going(kept, "running")
     days = settings.HARNESS_TRACE_RETENTION_DAYS
 
     report = delete_expired_traces(now=cutoff_moment + timedelta(days=days), batch_size=batch_size)
@@ -152,8 +156,8 @@ def test_a_forged_checkpoint_is_noticed(acme):
     assert "checkpoint's signature does not match" in report.broken.reason
 
 
-def test_a_run_paused_and_ended_is_deleted_whole(acme):
-    run = demo_run(acme)  # paused: linked once
+def test_a_run_paused_and_ended_is_deleted_whole(acme, monkeypatch):
+    run = paused_run(acme, monkeypatch)  # paused: linked once
     resume(run)  # and ended: linked again
     later = demo_run(acme)
     records = AuditRecord.objects.filter(request_id__in=[run, later]).count()
@@ -167,9 +171,9 @@ def test_a_run_paused_and_ended_is_deleted_whole(acme):
     assert verify_chain("acme").ok
 
 
-def test_a_run_still_going_is_kept_with_every_run_linked_after_it(acme):
+def test_a_run_still_going_is_kept_with_every_run_linked_after_it(acme, monkeypatch):
     first = demo_run(acme)
-    going = demo_run(acme)  # paused and linked, then goes on after the cutoff
+    going = paused_run(acme, monkeypatch)  # paused and linked, then goes on after the cutoff
     after = demo_run(acme)
     cutoff_moment = timezone.now()
     resume(going, end=False)  # its last record is newer than the cutoff

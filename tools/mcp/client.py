@@ -21,6 +21,7 @@ import concurrent.futures
 import contextlib
 import logging
 import os
+import re
 import sys
 import threading
 import time
@@ -47,6 +48,23 @@ class McpUnavailable(Exception):
 
 class McpProtocolError(Exception):
     """The server answered a request with a protocol error (not a tool's ``isError``)."""
+
+
+class McpResultTooLarge(Exception):
+    """The server's answer is larger than the client reads (``MAX_RESULT_BYTES``): the SDK
+    stopped reading it. The call itself ran; the session is fine."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"the result is larger than the {limit} bytes the client reads")
+        self.limit = limit
+
+
+# Over Streamable HTTP the SDK reads one server-sent event (one JSON-RPC message) of at most
+# this many bytes; a larger one fails that request only, with a CONNECTION_CLOSED error whose
+# message says so (httpx2's ``SSEError``). It is not the connection that broke: the session
+# is kept and the call is not retried.
+MAX_RESULT_BYTES = 1024 * 1024
+_EVENT_TOO_LARGE = re.compile(r"exceeded the (\d+) byte limit")
 
 
 class _Connection:
@@ -183,7 +201,12 @@ async def _transport(config: McpServerConfig) -> Any:
     if config.transport == "http":
         headers = {name: fill_secrets(value) for name, value in config.headers.items()}
         client: httpx2.AsyncClient = create_mcp_http_client(headers=headers)
-        async with client, streamable_http_client(config.url, http_client=client) as streams:
+        async with (
+            client,
+            streamable_http_client(
+                config.url, http_client=client, max_sse_event_size=MAX_RESULT_BYTES
+            ) as streams,
+        ):
             yield streams[0], streams[1]
         return
     params = StdioServerParameters(
@@ -296,8 +319,12 @@ class McpPool:
             from mcp import MCPError
             from mcp_types.jsonrpc import CONNECTION_CLOSED
 
-            if isinstance(exc, MCPError) and exc.code != CONNECTION_CLOSED:
-                raise McpProtocolError(exc.message) from exc
+            if isinstance(exc, MCPError):
+                too_large = _EVENT_TOO_LARGE.search(exc.message or "")
+                if too_large is not None:  # this answer only: the session stays
+                    raise McpResultTooLarge(int(too_large.group(1))) from exc
+                if exc.code != CONNECTION_CLOSED:
+                    raise McpProtocolError(exc.message) from exc
             connection.drop()
             raise McpUnavailable(
                 f"MCP server {config.name}: the connection broke during the call ({_why(exc)})"

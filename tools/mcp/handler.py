@@ -6,7 +6,9 @@ refused with ``tool_drifted``), then sent with the call's identity in ``_meta``:
 ``harness/run-id``, ``harness/call-id``. The result is mapped to JSON data: the
 ``structuredContent`` when there is one, else the text (one block) or the content blocks, with
 images and audio kept as references (type, MIME type, size, SHA-256) rather than their bytes.
-``isError`` results become a ``tool_failed`` tool error carrying the server's text.
+``isError`` results become a ``tool_failed`` tool error carrying the server's text; a result
+larger than the client reads (over Streamable HTTP, 1 MiB) a ``result_too_large`` one, at once
+and without retry (the session stays).
 """
 
 from __future__ import annotations
@@ -37,7 +39,12 @@ class McpHandler:
 
     def __call__(self, arguments: dict[str, Any], context: Any) -> Any:
         # The SDK takes ~0.6 s to import: only processes that call MCP tools pay it.
-        from tools.mcp.client import McpProtocolError, McpUnavailable, get_pool
+        from tools.mcp.client import (
+            McpProtocolError,
+            McpResultTooLarge,
+            McpUnavailable,
+            get_pool,
+        )
 
         config = get_mcp_config().servers.get(self.server)
         if config is None:
@@ -78,6 +85,14 @@ class McpHandler:
                 ToolErrorCode.MCP_UNAVAILABLE,
                 f"{self.tool}: {exc}.",
                 {"server": self.server},
+            ) from exc
+        except McpResultTooLarge as exc:
+            # Not retried: the server did the work, only its answer was too large to read.
+            raise ToolHandlerError(
+                ToolErrorCode.RESULT_TOO_LARGE,
+                f"{self.tool} ran, but its result is larger than the {exc.limit} bytes Harness "
+                "reads from an MCP server, so it was not read. Ask for less (a filter, a page).",
+                {"server": self.server, "limit_bytes": exc.limit},
             ) from exc
         except McpProtocolError as exc:
             raise ToolHandlerError(

@@ -2,7 +2,9 @@
 chains (each run's records, and the tenant's chain of run links).
 
 Prints one line per tenant; for a broken chain it names the first broken record (run sequence,
-record id, run) or link (link sequence) and why. With ``--expect-head FILE`` (what
+record id, run) or link (link sequence) and why — including a record after its run's final link,
+and a run that has ended (per the registered ended runs: the harness's terminal runs) without a
+final link naming its last record. With ``--expect-head FILE`` (what
 ``manage.py audit_head`` printed earlier), it also proves each chain in the file still extends
 that signed head, so a chain cut back to an earlier signed head is caught. Exits with status 1
 when anything does not hold.
