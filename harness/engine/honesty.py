@@ -72,6 +72,8 @@ GLOSSES = {
     "notify": ("通知",),
     "update": ("更新",),
     "ticket": ("工单",),
+    "user": ("用户",),
+    "customer": ("客户",),
     "refund": ("退款",),
     "create": ("创建",),
     "delete": ("删除",),
