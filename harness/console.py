@@ -141,8 +141,8 @@ def run_timeline(run: Run) -> Timeline:
 # Outcome kinds by how they read in the console (a badge's colour, as the statuses').
 OUTCOME_TONES = {
     RunOutcome.CLEAN: "ok",
-    RunOutcome.CORRECTED: "held",
-    RunOutcome.REFUSED: "stopped",
+    RunOutcome.CORRECTED: "corrected",
+    RunOutcome.REFUSED: "refused",
     RunOutcome.DENIED: "held",
     RunOutcome.TOOL_FAILED: "failed",
 }
