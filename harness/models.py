@@ -128,9 +128,7 @@ class Run(models.Model):
     status_detail = models.TextField(blank=True)
     # Beside the status: the worst of what happened inside the run (refused, denied or failed
     # calls, an answer the honesty guard corrected), and how many of each kind.
-    outcome = models.CharField(
-        max_length=20, choices=RunOutcome.choices, default=RunOutcome.CLEAN
-    )
+    outcome = models.CharField(max_length=20, choices=RunOutcome.choices, default=RunOutcome.CLEAN)
     outcome_counts = models.JSONField(default=dict, blank=True)
     stop_reason = models.CharField(max_length=40, blank=True)
     answer = models.TextField(blank=True)

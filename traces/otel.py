@@ -226,7 +226,7 @@ def genai_attributes(stored: StoredSpan) -> tuple[str, SpanKind, dict[str, Any]]
         # The run's outcome beside its status, and its counts as numbers a backend can sum
         # (``harness.outcome_counts`` is the same as one JSON string).
         counts = attrs.get("outcome_counts")
-        for kind, count in (counts.items() if isinstance(counts, dict) else ()):
+        for kind, count in counts.items() if isinstance(counts, dict) else ():
             if isinstance(count, int):
                 out[f"harness.outcome_count.{kind}"] = count
     elif stored.kind == "model_call":

@@ -269,9 +269,7 @@ def _pause(drive: Drive, held: list[ToolCall]) -> Run:
     )
 
     def transition() -> None:
-        state.checkpoint(
-            drive.lease, {"steps": run.steps, **drive.guard.counters(), **outcome}
-        )
+        state.checkpoint(drive.lease, {"steps": run.steps, **drive.guard.counters(), **outcome})
         state.pause(drive.lease, detail)
 
     writes.commit(transition=transition)
