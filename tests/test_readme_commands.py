@@ -129,7 +129,8 @@ def start_demo(env: dict[str, str], log: Path) -> tuple[subprocess.Popen, str]:
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
-    deadline = time.monotonic() + 120
+    # Generous: on a loaded machine (CI, or several suites at once) start-up takes minutes.
+    deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         text = log.read_text(encoding="utf-8", errors="replace")
         if BANNER_END in text:
