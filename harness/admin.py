@@ -19,11 +19,13 @@ from harness import webhooks
 from harness.admin_site import TenantScopedAdmin
 from harness.console import (
     find_runs_touching,
+    first_problem,
     format_duration,
     format_money,
     granted_tenant_slugs,
     held_calls,
     mark_masked,
+    outcome_tone,
     run_duration,
     run_problem,
     run_timeline,
@@ -113,6 +115,7 @@ class RunAdmin(TenantScopedAdmin):
     list_display = [
         "run",
         "status_badge",
+        "outcome_badge",
         "agent",
         "user_id",
         "short_input",
@@ -125,6 +128,7 @@ class RunAdmin(TenantScopedAdmin):
     ]
     list_filter = [
         "status",
+        "outcome",
         "agent",
         ("tenant", admin.RelatedOnlyFieldListFilter),
         ("user_id", admin.AllValuesFieldListFilter),
@@ -149,6 +153,8 @@ class RunAdmin(TenantScopedAdmin):
         "status",
         "status_detail",
         "stop_reason",
+        "outcome",
+        "outcome_counts",
         "session",
         "input",
         "answer",
@@ -204,6 +210,17 @@ class RunAdmin(TenantScopedAdmin):
             run.get_status_display(),
         )
 
+    @admin.display(description="outcome", ordering="outcome")
+    def outcome_badge(self, run: Run) -> str:
+        counts = ", ".join(f"{kind} {n}" for kind, n in sorted(run.outcome_counts.items()))
+        return format_html(
+            '<span class="run-status run-outcome status-{}" data-outcome="{}" title="{}">{}</span>',
+            outcome_tone(run.outcome),
+            run.outcome,
+            counts or "nothing refused, denied, failed or corrected",
+            run.outcome.replace("_", " "),
+        )
+
     @admin.display(description="input")
     def short_input(self, run: Run) -> str:
         # Run.input is stored masked; the cell shows its start, the title all of it.
@@ -257,8 +274,10 @@ class RunAdmin(TenantScopedAdmin):
         run = self.get_object(request, object_id)
         context = dict(extra_context or {})
         if run is not None:
-            context["timeline"] = run_timeline(run)
+            timeline = run_timeline(run)
+            context["timeline"] = timeline
             context["problem"] = run_problem(run)
+            context["first_problem"] = first_problem(timeline)
             context["held_calls"] = held_calls(run)
             context["can_decide"] = request.user.has_perm(DECIDE_PERMISSION)
         return super().change_view(request, object_id, form_url, context)

@@ -17,7 +17,7 @@ from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
 from harness.engine.span_records import PolicyCheck
-from harness.models import Run, RunStatus, StaffTenantGrant, Tenant
+from harness.models import Run, RunOutcome, RunStatus, StaffTenantGrant, Tenant
 from policy import services as policy
 from traces.queries import find_runs_by_identifier, get_trace
 
@@ -75,6 +75,8 @@ class Step:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: Decimal = Decimal(0)
+    # The step holds the run's first problem (its page opens on it, unfolded).
+    has_problem: bool = False
 
 
 @dataclass
@@ -134,6 +136,79 @@ def run_timeline(run: Run) -> Timeline:
             timeline.steps.append(step)
         step.events.append(event)
     return timeline
+
+
+# Outcome kinds by how they read in the console (a badge's colour, as the statuses').
+OUTCOME_TONES = {
+    RunOutcome.CLEAN: "ok",
+    RunOutcome.CORRECTED: "corrected",
+    RunOutcome.REFUSED: "refused",
+    RunOutcome.DENIED: "held",
+    RunOutcome.TOOL_FAILED: "failed",
+}
+
+
+def outcome_tone(outcome: str) -> str:
+    return OUTCOME_TONES.get(outcome, "waiting")
+
+
+@dataclass(frozen=True)
+class FirstProblem:
+    """The first call of a run that was refused, denied or failed (or the honesty guard's
+    correction, when that came first), as the top of its page names it."""
+
+    kind: str  # an outcome kind: refused, denied, tool_failed, corrected
+    tool: str
+    call_id: str
+    check: str
+    rule: str
+    reason: str
+    anchor: str  # the event's id in the timeline
+
+    @property
+    def tone(self) -> str:
+        return outcome_tone(self.kind)
+
+
+def first_problem(timeline: Timeline) -> FirstProblem | None:
+    """The timeline's first problem, in the order it happened; marks its event and its step
+    (which then opens unfolded). Read from the spans the timeline already holds."""
+    for step in timeline.steps:
+        for event in step.events:
+            found = _problem_of(event)
+            if found is not None:
+                event["first_problem"] = True
+                step.has_problem = True
+                return found
+    return None
+
+
+def _problem_of(event: dict[str, Any]) -> FirstProblem | None:
+    anchor = f"span-{event['span_id']}"
+    if event["kind"] == "policy_check" and event["check"] == "honesty":
+        reason = "The final answer contradicted what the tools did; the guard corrected it."
+        return FirstProblem("corrected", "", "", "honesty", "", reason, anchor)
+    if event["kind"] == "policy_check" and event["status"] == "refused" and not event["held"]:
+        kind = "denied" if event["check"] == "approval" else "refused"
+        reason = event["reason"]
+        if not reason and kind == "denied":
+            reason = f"{event['decision'] or 'denied'} by {event['decided_by'] or 'nobody'}"
+        reason = reason or event["error"]
+        return FirstProblem(
+            kind, event["tool"], event["call_id"], event["check"], event["rule"], reason, anchor
+        )
+    if event["kind"] == "tool_call" and event["status"] not in ("ok", ""):
+        io = event["io"] or {}
+        return FirstProblem(
+            "tool_failed",
+            event["tool"] or event["name"],
+            event["call_id"],
+            "",
+            "",
+            io.get("error", ""),
+            anchor,
+        )
+    return None
 
 
 # A JSON value this short (in characters) is shown on one line, longer ones one member a line.
@@ -198,6 +273,8 @@ def _event_view(span: dict[str, Any], tool_io: dict[str, Any] | None) -> dict[st
         "decision": check.decision,
         "decided_by": check.decided_by,
         "held": check.held,
+        "span_id": span.get("span_id") or "",
+        "error": str((check.error or {}).get("message", "")),
         "attributes": _pretty(attributes),
         "io": None,
     }

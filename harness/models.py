@@ -72,6 +72,16 @@ TERMINAL_STATUSES = frozenset(
 )
 
 
+class RunOutcome(models.TextChoices):
+    """What happened inside a run (``harness.engine.outcome``): the worst kind it met."""
+
+    CLEAN = "clean"
+    CORRECTED = "corrected"
+    REFUSED = "refused"
+    DENIED = "denied"
+    TOOL_FAILED = "tool_failed"
+
+
 class RunMode(models.TextChoices):
     SYNC = "sync"
     ASYNC = "async"
@@ -116,6 +126,10 @@ class Run(models.Model):
     mode = models.CharField(max_length=8, choices=RunMode.choices, default=RunMode.SYNC)
     status = models.CharField(max_length=20, choices=RunStatus.choices, default=RunStatus.QUEUED)
     status_detail = models.TextField(blank=True)
+    # Beside the status: the worst of what happened inside the run (refused, denied or failed
+    # calls, an answer the honesty guard corrected), and how many of each kind.
+    outcome = models.CharField(max_length=20, choices=RunOutcome.choices, default=RunOutcome.CLEAN)
+    outcome_counts = models.JSONField(default=dict, blank=True)
     stop_reason = models.CharField(max_length=40, blank=True)
     answer = models.TextField(blank=True)
     model_route = models.CharField(max_length=200, blank=True)
@@ -163,7 +177,11 @@ class Run(models.Model):
                 name="run_unique_idempotency_key_per_tenant",
             )
         ]
-        indexes = [models.Index(fields=["tenant", "status", "created_at"])]
+        indexes = [
+            models.Index(fields=["tenant", "status", "created_at"]),
+            # GET /api/v1/runs?outcome=… and the admin's outcome filter, newest first.
+            models.Index(fields=["tenant", "outcome", "created_at"], name="run_tenant_outcome"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.agent} {self.request_id} ({self.status})"

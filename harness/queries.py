@@ -26,6 +26,7 @@ def list_runs(
     limit: int = 50,
     cursor: datetime | None = None,
     status: str | None = None,
+    outcome: str | None = None,
     agent: str | None = None,
     user: str | None = None,
     session_id: uuid.UUID | None = None,
@@ -36,6 +37,7 @@ def list_runs(
     runs = Run.objects.filter(tenant=tenant)
     filters = {
         "status": status,
+        "outcome": outcome,
         "agent": agent,
         "user_id": user,
         "session_id": session_id,

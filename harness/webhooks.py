@@ -93,6 +93,8 @@ def queue_run_event(
             "agent": run.agent,
             "user": run.user_id,
             "status": run.status,
+            "outcome": run.outcome,
+            "outcome_counts": run.outcome_counts,
             "answer": run.answer if answer is None else answer,
             "stop_reason": run.stop_reason,
             "links": {"self": f"/api/v1/runs/{run.id}", "trace": f"/api/v1/runs/{run.id}/trace"},

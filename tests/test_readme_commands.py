@@ -129,7 +129,8 @@ def start_demo(env: dict[str, str], log: Path) -> tuple[subprocess.Popen, str]:
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
-    deadline = time.monotonic() + 120
+    # Generous: on a loaded machine (CI, or several suites at once) start-up takes minutes.
+    deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         text = log.read_text(encoding="utf-8", errors="replace")
         if BANNER_END in text:
@@ -278,10 +279,33 @@ def test_every_printed_scenario_curl_answers_true_to_its_tools_twice(demo):
             )
             assert run["status"] == "succeeded", (title, run)
             assert said in run["answer"], (title, run["answer"])
+            assert (run["outcome"], run["outcome_counts"]) == SCENARIO_OUTCOMES[title], title
             if "prompt-injected" in title:
                 customer_says = outcomes["get_ticket_messages"]["result"]["messages"][0]["text"]
                 assert "only half of the duplicate charge" in customer_says
                 assert "send_external_email" not in outcomes  # refused before it ran
+
+
+# What each scenario's run says happened inside it, on the demo's own policy.
+SCENARIO_OUTCOMES = {
+    "The ticket case": ("clean", {}),
+    "The ticket case, in Chinese": ("clean", {}),
+    "Personal data, masked everywhere": ("clean", {}),
+    "An escalation held for approval": ("clean", {}),
+    "A prompt-injected customer message, refused by the chain rule": ("refused", {"refused": 1}),
+    "A tool that fails, and an answer the honesty guard corrects": (
+        "corrected",
+        {"tool_failed": 1, "corrected": 1},
+    ),
+}
+
+
+def run_printed_scenario(demo: Demo, command: str) -> tuple[dict, dict[str, dict]]:
+    printed = subprocess.run(
+        ["bash", "-c", command], capture_output=True, text=True, check=True, timeout=120
+    )
+    run = finished_run(demo, json.loads(printed.stdout))
+    return run, tool_outcomes(demo, run)
 
 
 def test_the_readme_command_blocks_run_as_written(demo):
@@ -330,6 +354,41 @@ def test_the_readme_command_blocks_run_as_written(demo):
             assert verified[0]["data"]["status"] == "succeeded"
         if "manage.py run_agent" in block.text:
             assert "succeeded after" in output, output
+
+
+# After the README's blocks: its chain-rules block adds `no-tickets-with-customers` (never
+# removed), so scenario 5's get_customer is refused, the run holds no pii and the e-mail goes
+# out. Its scripted answer still says the e-mail was refused: the honesty guard corrects it.
+AFTER_THE_BLOCKS = dict(
+    SCENARIO_TRUTHS,
+    **{
+        "A prompt-injected customer message, refused by the chain rule": (
+            {"get_ticket_messages": "ok", "send_external_email": "ok"},
+            "The tool send_external_email succeeded",
+        )
+    },
+)
+
+
+def test_after_the_readme_blocks_every_scenario_answers_true_to_its_trace(demo):
+    """Runs after the README's blocks (file order), on the policy they left."""
+    scenarios = printed_scenarios(demo.banners[-1])
+    for title, command in scenarios:
+        run, outcomes = run_printed_scenario(demo, command)
+        statuses, said = AFTER_THE_BLOCKS[title]
+        assert {tool: outcomes[tool]["status"] for tool in statuses} == statuses, (title, outcomes)
+        assert run["status"] == "succeeded", (title, run)
+        assert said in run["answer"], (title, run["answer"])
+        failed = [tool for tool, outcome in outcomes.items() if outcome["status"] != "ok"]
+        for tool in failed:  # every failure is named in the answer
+            assert tool in run["answer"], (title, tool, run["answer"])
+        if "prompt-injected" in title:
+            assert "was not sent" not in run["answer"], run["answer"]
+            assert "only half of the duplicate charge" in run["answer"]
+            assert run["outcome"] == "corrected", run
+            assert run["outcome_counts"] == {"refused": 1, "corrected": 1}, run
+        else:
+            assert (run["outcome"], run["outcome_counts"]) == SCENARIO_OUTCOMES[title], title
 
 
 def hold_a_call(demo: Demo) -> dict:

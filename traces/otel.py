@@ -223,6 +223,12 @@ def genai_attributes(stored: StoredSpan) -> tuple[str, SpanKind, dict[str, Any]]
         out |= {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": stored.name}
         _set(out, "gen_ai.usage.input_tokens", attrs.get("prompt_tokens"))
         _set(out, "gen_ai.usage.output_tokens", attrs.get("completion_tokens"))
+        # The run's outcome beside its status, and its counts as numbers a backend can sum
+        # (``harness.outcome_counts`` is the same as one JSON string).
+        counts = attrs.get("outcome_counts")
+        for kind, count in counts.items() if isinstance(counts, dict) else ():
+            if isinstance(count, int):
+                out[f"harness.outcome_count.{kind}"] = count
     elif stored.kind == "model_call":
         route = str(attrs.get("route") or "")
         provider, _, model = route.partition(":")

@@ -4,7 +4,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from harness.models import Run, RunMode, RunStatus
+from harness.models import Run, RunMode, RunOutcome, RunStatus
 from policy import services as policy
 from traces.services import unseal
 
@@ -56,6 +56,17 @@ class RunSerializer(serializers.ModelSerializer):
     answer = serializers.SerializerMethodField()
     usage = serializers.SerializerMethodField()
     links = serializers.SerializerMethodField()
+    outcome = serializers.ChoiceField(
+        choices=RunOutcome.choices,
+        read_only=True,
+        help_text="What happened inside the run: clean, or the worst of corrected, tool_failed, "
+        "denied, refused (worst first).",
+    )
+    outcome_counts = serializers.DictField(
+        child=serializers.IntegerField(min_value=1),
+        read_only=True,
+        help_text='How many of each kind, e.g. {"refused": 2, "corrected": 1}; {} when clean.',
+    )
 
     class Meta:
         model = Run
@@ -68,6 +79,8 @@ class RunSerializer(serializers.ModelSerializer):
             "status",
             "status_detail",
             "stop_reason",
+            "outcome",
+            "outcome_counts",
             "answer",
             "session_id",
             "steps",
@@ -109,6 +122,11 @@ class RunSerializer(serializers.ModelSerializer):
 
 class RunFilterSerializer(serializers.Serializer):
     status = serializers.ChoiceField(choices=RunStatus.choices, required=False)
+    outcome = serializers.ChoiceField(
+        choices=RunOutcome.choices,
+        required=False,
+        help_text="Runs whose outcome (their worst kind) is this one.",
+    )
     agent = serializers.CharField(required=False)
     user = serializers.CharField(required=False)
     session_id = serializers.UUIDField(required=False)

@@ -78,7 +78,8 @@ class RunListView(APIView):
         operation_id="runs_list", parameters=[RunFilterSerializer], responses=RunPageSerializer
     )
     def get(self, request: Request) -> Response:
-        """The tenant's runs, newest first, filtered by status, agent, user, session or time."""
+        """The tenant's runs, newest first, filtered by status, outcome, agent, user, session
+        or time."""
         filters = RunFilterSerializer(data=request.query_params)
         filters.is_valid(raise_exception=True)
         runs, next_cursor = list_runs(request.user.tenant, **filters.validated_data)

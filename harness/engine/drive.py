@@ -14,6 +14,7 @@ from gateway.messages import Message
 from harness.agent_registry import AgentSpec
 from harness.engine import state
 from harness.engine.guard import RunGuard
+from harness.engine.outcome import OutcomeTally
 from harness.engine.tool_calls import CallScope, DrivePolicy
 from harness.engine.writes import StepWrites
 from harness.models import Run, RunStatus
@@ -69,3 +70,5 @@ class Drive:
     last_failure: str = ""
     scope: CallScope | None = None
     agent: AgentSpec | None = None
+    # The run's outcome so far (refused, denied, failed calls; a corrected answer).
+    tally: OutcomeTally = field(default_factory=OutcomeTally)

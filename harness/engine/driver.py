@@ -35,11 +35,13 @@ from harness.engine.decisions import run_start
 from harness.engine.drive import Drive, Driver, StepOutcome, StopReason
 from harness.engine.guard import RunGuard
 from harness.engine.heartbeat import get_heartbeat
+from harness.engine.outcome import OutcomeTally
 from harness.engine.step import (
     announce,
     append,
     honesty_guard,
     model_step,
+    outcome_fields,
     plan,
     tool_step,
     unanswered_calls,
@@ -110,6 +112,7 @@ def _open(run_id: str, driver: Driver, lease: state.Lease, lost: threading.Event
         tracer=tracer,
         writes=writes,
         guard=RunGuard(run),
+        tally=OutcomeTally(run.outcome_counts),
         session_span=tracer.start(
             SpanKind.AGENT_SESSION,
             run.agent,
@@ -259,6 +262,7 @@ def _pause(drive: Drive, held: list[ToolCall]) -> Run:
     tracer.end(drive.session_span)
     _end_segment(drive, ended=False)
     run.status = RunStatus.AWAITING_APPROVAL
+    outcome = outcome_fields(drive)
     calls = [{"call_id": c.id, "tool": c.name} for c in held]
     writes.inside(
         lambda: webhooks.queue_run_event(
@@ -267,7 +271,7 @@ def _pause(drive: Drive, held: list[ToolCall]) -> Run:
     )
 
     def transition() -> None:
-        state.checkpoint(drive.lease, {"steps": run.steps, **drive.guard.counters()})
+        state.checkpoint(drive.lease, {"steps": run.steps, **drive.guard.counters(), **outcome})
         state.pause(drive.lease, detail)
 
     writes.commit(transition=transition)
@@ -285,8 +289,10 @@ def _finish(drive: Drive, outcome: StepOutcome) -> Run:
     answer = outcome.answer or _stopped_answer(outcome.detail, own)
     with tracer.span(SpanKind.ACTION_RESPONSE, status, drive.session_span, status=status) as span:
         span.set(answer=answer, detail=outcome.detail, stop_reason=outcome.reason)
+    outcome_now = outcome_fields(drive)
     drive.session_span.set(
         status=status,
+        **outcome_now,
         steps=run.steps,
         prompt_tokens=run.prompt_tokens,
         completion_tokens=run.completion_tokens,
@@ -308,6 +314,7 @@ def _finish(drive: Drive, outcome: StepOutcome) -> Run:
         "completion_tokens": run.completion_tokens,
         "cost_usd": run.cost_usd,
         **drive.guard.counters(),
+        **outcome_now,
     }
     if run.session_id:
         session_id = run.session_id

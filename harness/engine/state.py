@@ -112,6 +112,8 @@ _STEP_FIELDS = frozenset(
         "cost_usd",
         "tool_call_counts",
         "plans",
+        "outcome",
+        "outcome_counts",
     }
 )
 

@@ -28,7 +28,8 @@ from harness.engine.context import build_context, transcript_for_summary
 from harness.engine.conversation import in_call_order
 from harness.engine.decisions import run_start
 from harness.engine.drive import Drive, StepOutcome, StopReason
-from harness.engine.honesty import find_unreported_failures, honest_answer
+from harness.engine.honesty import check_answer
+from harness.engine.outcome import Outcome
 from harness.engine.tool_calls import (
     decide_tool_calls,
     declared_argument_pointers,
@@ -46,6 +47,8 @@ def append(drive: Drive, message: Message) -> None:
     """A new message of the conversation: in memory now, stored with the step."""
     drive.messages.append(message)
     drive.writes.message(message.to_dict())
+    if message.role == "tool":
+        drive.tally.note(message)
 
 
 def unanswered_calls(messages: list[Message]) -> list[ToolCall]:
@@ -208,6 +211,7 @@ def _event_finished(drive: Drive, call: ToolCall, message: Message, ok: bool) ->
 def _commit(drive: Drive, **fields: object) -> None:
     """Write the step so far in one fenced transaction; notes a cancellation request."""
     run = drive.run
+    outcome = outcome_fields(drive)
     if drive.scope is not None:
         drive.writes.inside(drive.scope.policy.write_noted)
     fence = drive.writes.commit(
@@ -219,6 +223,7 @@ def _commit(drive: Drive, **fields: object) -> None:
             "cost_usd": run.cost_usd,
             "plans": run.plans,
             **drive.guard.counters(),
+            **outcome,
             **fields,
         }
     )
@@ -228,6 +233,14 @@ def _commit(drive: Drive, **fields: object) -> None:
         drive.cancel_requested = True
     if drive.scope is not None:
         drive.scope.policy.moved_to(fence.policy_version)
+
+
+def outcome_fields(drive: Drive) -> dict[str, object]:
+    """The run's outcome as counted so far: set on the run in memory (webhooks queued with
+    the step read it there) and returned as the columns the step's UPDATE writes."""
+    fields = drive.tally.fields()
+    drive.run.outcome, drive.run.outcome_counts = fields["outcome"], fields["outcome_counts"]
+    return fields
 
 
 def _turn(drive: Drive) -> int:
@@ -395,21 +408,24 @@ def _record_response(run: Run, span: OpenSpan, response: ModelResponse) -> None:
 
 
 def honesty_guard(drive: Drive, outcome: StepOutcome) -> StepOutcome:
+    """The final answer checked against the run's calls, both ways; a contradiction is
+    corrected, recorded (a ``policy_check`` span named "honesty guard") and counted."""
     own = drive.messages[run_start(drive.messages, drive.history_length) :]
-    failures = find_unreported_failures(outcome.answer, own)
-    if not failures:
+    verdict = check_answer(outcome.answer, own)
+    if not verdict.corrected:
         return outcome
-    replaced = honest_answer(outcome.answer, failures)
     with drive.tracer.span(
         SpanKind.POLICY_CHECK, "honesty guard", drive.session_span, check="honesty"
     ) as span:
         span.fail(
             SpanStatus.REFUSED,
             original_answer=outcome.answer,
-            replaced_answer=replaced,
-            failures=[f.__dict__ for f in failures],
+            replaced_answer=verdict.answer,
+            failures=[f.__dict__ for f in verdict.findings if f.kind != "claimed_inaction"],
+            contradictions=[f.__dict__ for f in verdict.findings if f.sentence],
         )
-    outcome.answer = replaced
+    drive.tally.add(Outcome.CORRECTED)
+    outcome.answer = verdict.answer
     return outcome
 
 

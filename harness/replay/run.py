@@ -39,7 +39,7 @@ from harness.engine.decisions import (
     rule_gate,
     tool_message,
 )
-from harness.engine.honesty import find_unreported_failures, honest_answer
+from harness.engine.honesty import check_answer
 from harness.engine.span_records import PolicyCheck
 from harness.errors import HarnessError, ReplayUnavailable
 from harness.models import Run, RunStatus
@@ -414,8 +414,7 @@ def _replayed_answer(run: Run, recorded: _Recorded, replayed: list[Message]) -> 
         return recorded.answer  # the run stopped for another reason: nothing to re-derive
     if last.tool_calls:
         return recorded.answer
-    failures = find_unreported_failures(last.content, replayed)
-    return honest_answer(last.content, failures) if failures else last.content
+    return check_answer(last.content, replayed).answer
 
 
 # --- what the run recorded -------------------------------------------------------------------

@@ -356,7 +356,9 @@ def test_a_long_runs_steps_fold_and_it_opens_on_its_last_step(acme, agent_dir):
 
     steps = re.findall(r'<details class="step"( open)?>', long_page)
     assert len(steps) == long_run.steps == 7
-    assert steps == [""] * 6 + [" open"]  # folded, but for the last step
+    # Folded, but for the last step and step 4, the run's first problem (globex's ticket is
+    # not found for acme): the page opens on it.
+    assert steps == [""] * 3 + [" open"] + [""] * 2 + [" open"]
     assert "expand all steps" in long_page
     assert "collapse all" in long_page
     short_steps = re.findall(r'<details class="step"( open)?>', short_page)
