@@ -91,6 +91,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # A declared body over DATA_UPLOAD_MAX_MEMORY_SIZE is 413 before anything else runs (WSGI;
+    # under ASGI harness/asgi.py refuses it before Django reads it).
+    "harness.body_limit.refuse_oversized_bodies",
     "django.middleware.security.SecurityMiddleware",
     "harness.api.middleware.refuse_unservable_requests",
     "whitenoise.middleware.WhiteNoiseMiddleware",
