@@ -1,7 +1,8 @@
 """The API's JSON parser: bounded size and depth, and only text a database can store.
 
 - A body larger than ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (Django's 2.5 MiB) is ``413
-  request_too_large``, refused before it is read.
+  request_too_large``, refused before it is read (by ``harness.body_limit`` in front of Django;
+  checked again here).
 - JSON nested deeper than ``MAX_DEPTH`` is ``400 malformed_json`` (deep nesting only serves
   to exhaust the parser's stack).
 - A string holding NUL (``\\u0000``) or a lone surrogate (``\\ud800``) is ``400
@@ -87,9 +88,7 @@ def _entries(container: dict | list) -> Iterator[tuple[Any, Any]]:
 
 def _check_text(text: str, path: list[Any]) -> None:
     if "\x00" in text:
-        raise exceptions.ValidationError(
-            {_pointer(path): "NUL (\\u0000) is not allowed in text."}
-        )
+        raise exceptions.ValidationError({_pointer(path): "NUL (\\u0000) is not allowed in text."})
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
