@@ -8,16 +8,20 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import subprocess
 import sys
 import time
 from datetime import timedelta
 
+import httpx
 import pytest
 from axes.models import AccessAttempt, AccessFailureLog
 from django.conf import settings as django_settings
 from django.contrib.auth import get_user_model
 from django.test import Client
+
+from tests.support.servers import serve
 
 LOGIN = "/admin/login/"
 PASSWORD = "the-right-password-42"
@@ -149,3 +153,39 @@ def test_the_limit_and_cooldown_come_from_the_environment():
     )
     assert bad.returncode != 0
     assert "HARNESS_LOGIN_FAILURE_LIMIT=0 must be at least 1" in bad.stderr
+
+
+@pytest.fixture(scope="module")
+def start_server(django_db_setup, django_db_blocker, tmp_path_factory):
+    yield from serve(django_db_blocker, tmp_path_factory)
+
+
+def test_the_shipped_server_locks_out_by_the_forwarded_address_of_a_trusted_proxy(
+    start_server, transactional_db, settings
+):
+    # gunicorn with uvicorn workers takes the client's address from X-Forwarded-For when the
+    # connection comes from FORWARDED_ALLOW_IPS (default: loopback, where this test is).
+    get_user_model().objects.create_superuser("root", "root@example.com", PASSWORD)
+    server = start_server("asgi")
+    url = f"http://127.0.0.1:{server.port}{LOGIN}"
+
+    def sign_in_via_proxy(client_address: str, password: str) -> httpx.Response:
+        with httpx.Client(headers={"X-Forwarded-For": client_address}, timeout=30) as browser:
+            form = browser.get(url).text
+            token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form).group(1)
+            return browser.post(
+                url,
+                data={"username": "root", "password": password, "csrfmiddlewaretoken": token},
+                headers={"Referer": url},
+            )
+
+    statuses = [
+        sign_in_via_proxy("203.0.113.5", f"wrong-{n}").status_code
+        for n in range(settings.AXES_FAILURE_LIMIT + 1)
+    ]
+    assert statuses == [200] * (settings.AXES_FAILURE_LIMIT - 1) + [429, 429]
+    refused = sign_in_via_proxy("203.0.113.5", PASSWORD)
+    assert refused.status_code == 429
+    assert "Too many failed sign-ins" in refused.text
+    assert sign_in_via_proxy("203.0.113.6", PASSWORD).status_code == 302
+    assert AccessAttempt.objects.get(username="root").ip_address == "203.0.113.5"

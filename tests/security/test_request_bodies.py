@@ -13,21 +13,16 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import re
 import socket
-import subprocess
-import sys
 import threading
 import time
 import tracemalloc
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import httpx
 import pytest
-from django.conf import settings
 from hypothesis import given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
@@ -35,7 +30,7 @@ from rest_framework import exceptions
 
 from harness.api.parsers import MAX_DEPTH, BoundedJSONParser
 from harness.services import create_api_key
-from tests.worker import database_url
+from tests.support.servers import Server, serve
 
 LIMIT = 2_621_440  # Django's DATA_UPLOAD_MAX_MEMORY_SIZE, which the servers run with
 MIB = 1024 * 1024
@@ -163,79 +158,9 @@ def test_nesting_deeper_than_the_limit_is_malformed(depth, opener):
 # --- (b) the real servers -------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@dataclass
-class Server:
-    port: int
-    log_path: Path
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-
-# The commands of the Dockerfile / scripts/run-demo.sh (ASGI) and of a WSGI deployment.
-COMMANDS = {
-    "asgi": ["harness.asgi:application", "-k", "uvicorn_worker.UvicornWorker"],
-    "wsgi": ["harness.wsgi:application"],
-}
-
-
 @pytest.fixture(scope="module")
 def start_server(django_db_setup, django_db_blocker, tmp_path_factory):
-    """Starts a server of a kind once per module, on the test database (which the tests that
-    write to it use through ``transactional_db`` or ``demo``)."""
-    processes: list[subprocess.Popen] = []
-    started: dict[str, Server] = {}
-    tmp_path = tmp_path_factory.mktemp("servers")
-
-    def start(kind: str) -> Server:
-        if kind in started:
-            return started[kind]
-        port = free_port()
-        log_path = tmp_path / f"{kind}.log"
-        with django_db_blocker.unblock():
-            url = database_url()
-        env = os.environ | {
-            "DJANGO_SETTINGS_MODULE": "harness.settings.test",
-            "DATABASE_URL": url,
-            "HARNESS_DB_CONN_MAX_AGE": "0",
-            "HARNESS_LOG_LEVEL": "INFO",
-        }
-        command = [
-            sys.executable, "-m", "gunicorn", *COMMANDS[kind], "--workers", "1",
-            "--bind", f"127.0.0.1:{port}", "--timeout", "120",
-        ]  # fmt: skip
-        with log_path.open("wb") as log:
-            process = subprocess.Popen(
-                command, cwd=settings.BASE_DIR, env=env, stdout=log, stderr=subprocess.STDOUT
-            )
-        processes.append(process)
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                    # Warm: the first request of each kind imports what it needs.
-                    httpx.post(f"http://127.0.0.1:{port}/api/v1/runs", json={}, timeout=30)
-                    httpx.get(f"http://127.0.0.1:{port}/admin/login/", timeout=30)
-                    started[kind] = Server(port, log_path)
-                    return started[kind]
-            except httpx.HTTPError:
-                time.sleep(0.2)
-        pytest.fail(log_path.read_text(errors="replace"))
-
-    yield start
-    for process in processes:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    yield from serve(django_db_blocker, tmp_path_factory)
 
 
 @dataclass
