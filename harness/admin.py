@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from axes.models import AccessAttempt, AccessFailureLog, AccessLog
 from django import forms
 from django.contrib import admin
 from django.db.models import QuerySet
@@ -15,7 +16,7 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils.html import format_html
 
-from harness import webhooks
+from harness import console_login, webhooks
 from harness.admin_site import TenantScopedAdmin
 from harness.console import (
     find_runs_touching,
@@ -428,3 +429,10 @@ class SessionAdmin(TenantScopedAdmin):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
+
+
+# Console sign-in throttling (django-axes; harness/console_login.py): models of no tenant,
+# so these pages are for superusers only.
+admin.site.register(AccessAttempt, console_login.AccessAttemptAdmin)
+admin.site.register(AccessFailureLog, console_login.AccessFailureLogAdmin)
+admin.site.register(AccessLog, console_login.AccessLogAdmin)

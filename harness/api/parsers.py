@@ -1,7 +1,8 @@
 """The API's JSON parser: bounded size and depth, and only text a database can store.
 
 - A body larger than ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (Django's 2.5 MiB) is ``413
-  request_too_large``, refused before it is read.
+  request_too_large``, refused before it is read (by ``harness.body_limit`` in front of Django;
+  checked again here).
 - JSON nested deeper than ``MAX_DEPTH`` is ``400 malformed_json`` (deep nesting only serves
   to exhaust the parser's stack).
 - A string holding NUL (``\\u0000``) or a lone surrogate (``\\ud800``) is ``400
@@ -11,6 +12,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 from django.conf import settings
@@ -47,31 +49,57 @@ class BoundedJSONParser(JSONParser):
 
 
 def check_value(data: Any) -> None:
-    """Depth and storable text of a parsed JSON value (iterative: no recursion to exhaust)."""
-    stack: list[tuple[Any, str, int]] = [(data, "", 0)]
-    while stack:
-        value, where, depth = stack.pop()
-        if depth > MAX_DEPTH:
+    """Depth and storable text of a parsed JSON value.
+
+    Iterative (no recursion to exhaust) and walking one iterator per open container, so the
+    check holds O(depth) memory whatever the body: the path of a value is kept as the keys
+    and indices of the containers open above it, and joined into text only for an error
+    (building it per element cost key length x array length bytes: 250 KB of JSON took
+    a web worker's memory past 700 MB).
+    """
+    if isinstance(data, str):
+        _check_text(data, [])
+    if not isinstance(data, dict | list):
+        return
+    open_entries: list[Iterator[tuple[Any, Any]]] = [_entries(data)]
+    path: list[Any] = [None]  # path[i]: the key or index being visited in open_entries[i]
+    while open_entries:
+        entry = next(open_entries[-1], None)
+        if entry is None:
+            open_entries.pop()
+            path.pop()
+            continue
+        key, value = entry
+        path[-1] = key
+        if len(open_entries) > MAX_DEPTH:
             raise exceptions.ParseError(f"JSON nested deeper than {MAX_DEPTH} levels.")
-        if isinstance(value, dict):
-            for key, item in value.items():
-                _check_text(key, f"{where}/{key}")
-                stack.append((item, f"{where}/{key}", depth + 1))
-        elif isinstance(value, list):
-            stack.extend((item, f"{where}/{n}", depth + 1) for n, item in enumerate(value))
+        if isinstance(key, str):
+            _check_text(key, path)
+        if isinstance(value, dict | list):
+            open_entries.append(_entries(value))
+            path.append(None)
         elif isinstance(value, str):
-            _check_text(value, where)
+            _check_text(value, path)
 
 
-def _check_text(text: str, where: str) -> None:
+def _entries(container: dict | list) -> Iterator[tuple[Any, Any]]:
+    return iter(container.items()) if isinstance(container, dict) else enumerate(container)
+
+
+def _check_text(text: str, path: list[Any]) -> None:
     if "\x00" in text:
-        raise exceptions.ValidationError({where or "/": "NUL (\\u0000) is not allowed in text."})
+        raise exceptions.ValidationError({_pointer(path): "NUL (\\u0000) is not allowed in text."})
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise exceptions.ValidationError(
-            {where or "/": "A lone surrogate (e.g. \\ud800) is not allowed in text."}
+            {_pointer(path): "A lone surrogate (e.g. \\ud800) is not allowed in text."}
         ) from exc
+
+
+def _pointer(path: list[Any]) -> str:
+    """Where a value is, as ``/key/0/key`` (``/`` for the body itself)."""
+    return "".join(f"/{step}" for step in path) or "/"
 
 
 def _content_length(request: Any) -> int | None:

@@ -6,6 +6,7 @@ filesystem, the scripted demo model and the demo ticket tools. ``DATABASE_URL`` 
 """
 
 import secrets
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -74,6 +75,7 @@ CSRF_COOKIE_SECURE = env_bool("DJANGO_CSRF_COOKIE_SECURE", default=False)
 INSTALLED_APPS = [
     "harness.admin_config.HarnessAdminConfig",  # django.contrib.admin, every page tenant-scoped
     "django.contrib.auth",
+    "axes",  # console sign-in throttling (harness/console_login.py)
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
@@ -91,6 +93,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # A declared body over DATA_UPLOAD_MAX_MEMORY_SIZE is 413 before anything else runs (WSGI;
+    # under ASGI harness/asgi.py refuses it before Django reads it).
+    "harness.body_limit.refuse_oversized_bodies",
     "django.middleware.security.SecurityMiddleware",
     "harness.api.middleware.refuse_unservable_requests",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -100,7 +105,28 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last: turns a sign-in refused by the lockout into harness.console_login's page.
+    "axes.middleware.AxesMiddleware",
 ]
+
+# --- Console sign-in throttling (django-axes; README "Hardening") -------------------------
+# After HARNESS_LOGIN_FAILURE_LIMIT wrong passwords in a row for one user name from one
+# address, that user cannot sign in from that address for HARNESS_LOGIN_COOLOFF_S seconds.
+AUTHENTICATION_BACKENDS = [
+    "harness.console_login.ConsoleLoginBackend",  # refuses locked-out sign-ins first
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("HARNESS_LOGIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = timedelta(seconds=env_int("HARNESS_LOGIN_COOLOFF_S", 900, minimum=1))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+# Attempts while locked out are refused but do not extend the lockout: it ends when the page
+# said it would, and a user who tries the right password meanwhile is not locked out longer.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_RESET_ON_SUCCESS = True
+AXES_ENABLE_ACCESS_FAILURE_LOG = True  # every failed sign-in, kept: the audit of lockouts
+AXES_LOCKOUT_CALLABLE = "harness.console_login.lockout_response"
+AXES_ENABLE_ADMIN = False  # harness/admin.py registers read-only pages of its own
+AXES_VERBOSE = False  # no banner on every start-up and management command
 
 ROOT_URLCONF = "harness.urls"
 WSGI_APPLICATION = "harness.wsgi.application"
