@@ -392,6 +392,8 @@ def _record_response(run: Run, span: OpenSpan, response: ModelResponse) -> None:
         attempts=response.attempts,
         cost_usd=response.cost_usd,
     )
+    if response.normalised:  # what the gateway replaced (NUL, lone surrogates, NaN, …)
+        span.set(normalised=response.normalised)
 
 
 def honesty_guard(drive: Drive, outcome: StepOutcome) -> StepOutcome:

@@ -1,0 +1,250 @@
+"""Findings H1 and M4 of the second review: text and numbers no database column can store (NUL,
+lone surrogates, NaN, ±Infinity) coming from a model or a tool.
+
+Everything that enters from a model (text, tool-call arguments and their keys), a tool or an
+MCP server is normalised once, where it enters (``traces.untrusted``): NUL and lone surrogates
+become U+FFFD, NaN and ±Infinity the strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"``; the
+span and the audit record say so (``normalised``). The run goes on with the normalised values,
+is driven once, and its spend is recorded. NUL only fails on PostgreSQL: run these with
+``DATABASE_URL`` naming one.
+
+And when a step cannot be written at all (here: a CHECK constraint the database enforces), the
+driver's last resort ends the run ``failed`` / ``internal_error`` in the same drive, with its
+spend and the tool effects that happened — never a run left ``running`` to be driven again.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.db import connection
+
+from harness.models import Run, RunMessage
+from policy.models import BudgetLedger
+from tests.conftest import ApiClient
+from tests.factories import write_agent, write_tool
+from tests.fake_providers import FakeProvider, openai_completion, openai_usage
+from tools.demo.models import Notification
+from traces.models import AuditRecord, Span
+from traces.services import verify_chain
+
+USAGE = openai_usage(prompt=100, completion=10)
+
+
+@pytest.fixture
+def served_model(settings: Any):
+    """An OpenAI-compatible model served locally; it counts the calls it answers."""
+    server = FakeProvider("openai")
+    settings.OPENAI_BASE_URL = server.url
+    settings.OPENAI_API_KEY = "sk-test-openai"
+    settings.HARNESS_ROUTES = {
+        "openai:model-test": {"stream": False, "backoff_s": 0.01, "retries": 0}
+    }
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def untrusted_tool(tmp_path: Path, settings: Any) -> str:
+    """An idempotent tool that acts (a notification), then answers with unstorable values."""
+    folder = tmp_path / "tool-files"
+    folder.mkdir()
+    settings.HARNESS_TOOL_DIRS = [*settings.HARNESS_TOOL_DIRS, folder]
+    return write_tool(
+        folder,
+        name="untrusted_result",
+        handler="tests.support.handlers.untrusted_result",
+        access=["ticket:read"],
+        parameters={
+            "type": "object",
+            "properties": {"kind": {"type": "string"}, "tag": {"type": "string"}},
+        },
+    )["name"]
+
+
+def openai_agent(agent_dir: Path, **agent: Any) -> str:
+    return write_agent(agent_dir, model="openai:model-test", max_steps=4, **agent)["name"]
+
+
+def start_run(client: ApiClient, agent: str) -> dict[str, Any]:
+    response = client.post("/api/v1/runs", {"agent": agent, "user": "alice", "input": "go"})
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def assert_driven_once_with_its_spend(run_id: str, calls: int) -> Run:
+    run = Run.objects.get(id=run_id)
+    assert run.status in {"succeeded", "failed"}, run.status
+    assert run.lease_token == 1  # one claim, one drive
+    assert run.prompt_tokens == 100 * calls
+    assert run.completion_tokens == 10 * calls
+    ledger = BudgetLedger.objects.get(key=f"run:{run.id}")
+    assert (ledger.tokens_used, ledger.model_calls) == (110 * calls, calls)
+    report = verify_chain("acme")
+    assert report.ok, report.broken
+    return run
+
+
+def normalised_of(run: Run, kind: str) -> list[Any]:
+    spans = Span.objects.filter(request_id=run.request_id, kind=kind)
+    return [s.attributes["normalised"] for s in spans if "normalised" in s.attributes]
+
+
+# --- from the model -----------------------------------------------------------------------------
+
+
+ANSWERS = {
+    "nul in the answer": ("Done\x00 at last.", "nul"),
+    "lone surrogate in the answer": ("Done \ud800 at last.", "lone_surrogate"),
+}
+
+
+@pytest.mark.parametrize("case", ANSWERS)
+def test_an_answer_holding_nul_or_a_lone_surrogate_is_stored_normalised(
+    acme, agent_dir, served_model, case
+):
+    text, kind = ANSWERS[case]
+    served_model.queue(openai_completion(text, usage=USAGE))
+
+    body = start_run(acme, openai_agent(agent_dir))
+
+    assert body["status"] == "succeeded", Run.objects.get(id=body["id"]).status_detail
+    assert body["answer"] == "Done\ufffd at last." if kind == "nul" else "Done \ufffd at last."
+    run = assert_driven_once_with_its_spend(body["id"], calls=1)
+    assert len(served_model.requests) == 1
+    assert "\ufffd" in run.answer
+    assert normalised_of(run, "model_call") == [[kind]]
+    response = AuditRecord.objects.get(request_id=run.request_id, kind="model_response")
+    assert response.payload["normalised"] == [kind]
+
+
+ARGUMENTS = {
+    "nul in a value": ('{"ticket_id": "T-20250318-007\\u0000"}', "nul"),
+    "nul in a key": ('{"ticket_id": "T-20250318-007", "no\\u0000te": "x"}', "nul"),
+    "lone surrogate in a value": ('{"ticket_id": "T-\\ud800"}', "lone_surrogate"),
+    "lone surrogate in a key": ('{"ticket_id": "T-1", "\\udc00": 1}', "lone_surrogate"),
+}
+
+
+@pytest.mark.parametrize("case", ARGUMENTS)
+def test_tool_call_arguments_holding_nul_or_a_lone_surrogate_are_normalised(
+    acme, agent_dir, served_model, case
+):
+    arguments, kind = ARGUMENTS[case]
+    served_model.queue(
+        openai_completion(calls=[("call_a", "get_ticket", arguments)], usage=USAGE),
+        openai_completion("Looked it up.", usage=USAGE),
+    )
+
+    body = start_run(acme, openai_agent(agent_dir))
+
+    assert body["status"] == "succeeded", body
+    run = assert_driven_once_with_its_spend(body["id"], calls=2)
+    assert len(served_model.requests) == 2
+    stored = RunMessage.objects.filter(run_id=run.id).order_by("index")[1].data
+    call = stored["tool_calls"][0]
+    assert "\ufffd" in json.dumps(call["arguments"], ensure_ascii=False)
+    assert normalised_of(run, "model_call") == [[kind]]
+    # The call itself was decided and answered, with its span and audit record.
+    tool_spans = Span.objects.filter(request_id=run.request_id, kind__in=["tool_call"])
+    checks = Span.objects.filter(request_id=run.request_id, kind="policy_check")
+    assert tool_spans.exists() or checks.exists()
+
+
+# --- from a tool ------------------------------------------------------------------------------
+
+
+RESULTS = {
+    "nul": ("nul", ["before\ufffdafter"]),
+    "surrogate": ("lone_surrogate", ["lone \ufffd surrogate"]),
+    "nan": ("non_finite", ["NaN"]),
+    "infinity": ("non_finite", ["Infinity", "-Infinity"]),
+}
+
+
+@pytest.mark.parametrize("kind", RESULTS)
+def test_a_tool_result_with_unstorable_values_is_audited_normalised_and_the_run_goes_on(
+    acme, agent_dir, served_model, untrusted_tool, kind
+):
+    what, expected = RESULTS[kind]
+    served_model.queue(
+        openai_completion(
+            calls=[("call_a", untrusted_tool, json.dumps({"kind": kind}))], usage=USAGE
+        ),
+        openai_completion("The tool answered.", usage=USAGE),
+    )
+    agent = openai_agent(agent_dir, tools=[untrusted_tool])
+
+    body = start_run(acme, agent)
+
+    assert body["status"] == "succeeded", body
+    run = assert_driven_once_with_its_spend(body["id"], calls=2)
+    assert Notification.objects.filter(idempotency_key=f"{run.id}:call_a").count() == 1
+    span = Span.objects.get(request_id=run.request_id, kind="tool_call")
+    assert span.status == "ok"
+    assert span.attributes["normalised"] == [what]
+    record = AuditRecord.objects.get(request_id=run.request_id, kind="tool_io")
+    assert record.payload["status"] == "ok"
+    assert record.payload["normalised"] == [what]
+    stored = json.dumps(record.payload["result"], ensure_ascii=False)
+    for value in expected:
+        assert value in stored
+    # What the model was shown next is the normalised result too.
+    shown = served_model.requests[1].body["messages"][-1]["content"]
+    for value in expected:
+        assert value in json.loads(json.dumps(shown))
+
+
+# --- the last resort: a step the database refuses ----------------------------------------------
+
+
+@pytest.fixture
+def refused_word(transactional_db: None):
+    """A real database condition: the conversation may not hold the word ``poison``."""
+    if connection.vendor != "postgresql":
+        pytest.skip("a CHECK constraint on a jsonb column's text: PostgreSQL")
+    statements = [
+        "ALTER TABLE harness_runmessage ADD CONSTRAINT test_no_poison "
+        "CHECK (data::text NOT LIKE '%%poison%%') NOT VALID",
+        "ALTER TABLE harness_run ADD CONSTRAINT test_no_poison "
+        "CHECK (messages::text NOT LIKE '%%poison%%') NOT VALID",
+    ]
+    with connection.cursor() as cursor:
+        for statement in statements:
+            cursor.execute(statement)
+    yield "poison"
+    with connection.cursor() as cursor:
+        cursor.execute("ALTER TABLE harness_runmessage DROP CONSTRAINT IF EXISTS test_no_poison")
+        cursor.execute("ALTER TABLE harness_run DROP CONSTRAINT IF EXISTS test_no_poison")
+
+
+def test_a_step_the_database_refuses_ends_the_run_in_one_drive_with_its_spend_and_effects(
+    acme, agent_dir, served_model, untrusted_tool, refused_word
+):
+    served_model.queue(
+        openai_completion(
+            calls=[("call_a", untrusted_tool, json.dumps({"kind": "nan", "tag": refused_word}))],
+            usage=USAGE,
+        ),
+        openai_completion("Never asked for.", usage=USAGE),
+    )
+    agent = openai_agent(agent_dir, tools=[untrusted_tool])
+
+    response = acme.post("/api/v1/runs", {"agent": agent, "user": "alice", "input": "go"})
+
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert (body["status"], body["stop_reason"]) == ("failed", "internal_error")
+    assert len(served_model.requests) == 1  # the model was called once, never again
+    run = assert_driven_once_with_its_spend(body["id"], calls=1)
+    assert untrusted_tool in run.answer  # the effect that happened is named
+    assert Notification.objects.filter(idempotency_key=f"{run.id}:call_a").count() == 1
+    span = Span.objects.get(request_id=run.request_id, kind="tool_call")
+    assert span.name == untrusted_tool
+    record = AuditRecord.objects.get(request_id=run.request_id, kind="tool_io")
+    assert (record.payload["tool"], record.payload["call_id"]) == (untrusted_tool, "call_a")
+    session = Span.objects.get(request_id=run.request_id, kind="agent_session")
+    assert session.attributes["stop_reason"] == "internal_error"
