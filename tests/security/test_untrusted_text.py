@@ -16,6 +16,7 @@ spend and the tool effects that happened — never a run left ``running`` to be 
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,12 @@ def served_model(settings: Any):
     settings.OPENAI_BASE_URL = server.url
     settings.OPENAI_API_KEY = "sk-test-openai"
     settings.HARNESS_ROUTES = {
-        "openai:model-test": {"stream": False, "backoff_s": 0.01, "retries": 0}
+        "openai:model-test": {
+            "stream": False,
+            "backoff_s": 0.01,
+            "retries": 0,
+            "price": {"input": 2.5, "output": 10.0},  # USD per million tokens: 350 µUSD a call
+        }
     }
     yield server
     server.close()
@@ -83,6 +89,8 @@ def assert_driven_once_with_its_spend(run_id: str, calls: int) -> Run:
     assert run.completion_tokens == 10 * calls
     ledger = BudgetLedger.objects.get(key=f"run:{run.id}")
     assert (ledger.tokens_used, ledger.model_calls) == (110 * calls, calls)
+    assert ledger.cost_used_micros == 350 * calls
+    assert run.cost_usd == Decimal("0.00035") * calls
     report = verify_chain("acme")
     assert report.ok, report.broken
     return run
@@ -201,32 +209,45 @@ def test_a_tool_result_with_unstorable_values_is_audited_normalised_and_the_run_
 # --- the last resort: a step the database refuses ----------------------------------------------
 
 
+REFUSED = {
+    # The conversation refuses it: the last resort writes the run, its spend, and a span and
+    # an audit record for the call that ran.
+    "conversation": ["harness_runmessage.data", "harness_run.messages"],
+    # The trace too (the error's text quotes the refused row): the run and its spend only.
+    "conversation and trace": [
+        "harness_runmessage.data",
+        "harness_run.messages",
+        "traces_span.attributes",
+    ],
+}
+
+
 @pytest.fixture
-def refused_word(transactional_db: None):
-    """A real database condition: the conversation may not hold the word ``poison``."""
+def refusing_database(request, transactional_db: None):
+    """A real database condition: the columns named by the test's case may not hold the word
+    ``poison`` (CHECK constraints, dropped after the test)."""
     if connection.vendor != "postgresql":
         pytest.skip("a CHECK constraint on a jsonb column's text: PostgreSQL")
-    statements = [
-        "ALTER TABLE harness_runmessage ADD CONSTRAINT test_no_poison "
-        "CHECK (data::text NOT LIKE '%%poison%%') NOT VALID",
-        "ALTER TABLE harness_run ADD CONSTRAINT test_no_poison "
-        "CHECK (messages::text NOT LIKE '%%poison%%') NOT VALID",
-    ]
+    columns = [column.split(".") for column in REFUSED[request.param]]
     with connection.cursor() as cursor:
-        for statement in statements:
-            cursor.execute(statement)
-    yield "poison"
+        for table, column in columns:
+            cursor.execute(
+                f"ALTER TABLE {table} ADD CONSTRAINT test_no_poison "  # noqa: S608 (ours)
+                f"CHECK ({column}::text NOT LIKE '%%poison%%') NOT VALID"
+            )
+    yield request.param
     with connection.cursor() as cursor:
-        cursor.execute("ALTER TABLE harness_runmessage DROP CONSTRAINT IF EXISTS test_no_poison")
-        cursor.execute("ALTER TABLE harness_run DROP CONSTRAINT IF EXISTS test_no_poison")
+        for table, _ in columns:
+            cursor.execute(f"ALTER TABLE {table} DROP CONSTRAINT IF EXISTS test_no_poison")
 
 
+@pytest.mark.parametrize("refusing_database", REFUSED, indirect=True)
 def test_a_step_the_database_refuses_ends_the_run_in_one_drive_with_its_spend_and_effects(
-    acme, agent_dir, served_model, untrusted_tool, refused_word
+    acme, agent_dir, served_model, untrusted_tool, refusing_database
 ):
     served_model.queue(
         openai_completion(
-            calls=[("call_a", untrusted_tool, json.dumps({"kind": "nan", "tag": refused_word}))],
+            calls=[("call_a", untrusted_tool, json.dumps({"kind": "nan", "tag": "poison"}))],
             usage=USAGE,
         ),
         openai_completion("Never asked for.", usage=USAGE),
@@ -242,9 +263,50 @@ def test_a_step_the_database_refuses_ends_the_run_in_one_drive_with_its_spend_an
     run = assert_driven_once_with_its_spend(body["id"], calls=1)
     assert untrusted_tool in run.answer  # the effect that happened is named
     assert Notification.objects.filter(idempotency_key=f"{run.id}:call_a").count() == 1
-    span = Span.objects.get(request_id=run.request_id, kind="tool_call")
-    assert span.name == untrusted_tool
-    record = AuditRecord.objects.get(request_id=run.request_id, kind="tool_io")
-    assert (record.payload["tool"], record.payload["call_id"]) == (untrusted_tool, "call_a")
-    session = Span.objects.get(request_id=run.request_id, kind="agent_session")
-    assert session.attributes["stop_reason"] == "internal_error"
+    day = BudgetLedger.objects.get(key__startswith="tenant:acme:")
+    assert (day.tokens_used, day.cost_used_micros) == (110, 350)
+    if refusing_database == "conversation":
+        span = Span.objects.get(request_id=run.request_id, kind="tool_call")
+        assert span.name == untrusted_tool
+        record = AuditRecord.objects.get(request_id=run.request_id, kind="tool_io")
+        assert (record.payload["tool"], record.payload["call_id"]) == (untrusted_tool, "call_a")
+        assert record.payload["kept"] is False
+        session = Span.objects.get(request_id=run.request_id, kind="agent_session")
+        assert session.attributes["stop_reason"] == "internal_error"
+
+
+@pytest.fixture
+def refusing_links(transactional_db: None):
+    """The tenant's audit chain refuses every new link (a CHECK constraint, dropped after)."""
+    if connection.vendor != "postgresql":
+        pytest.skip("a CHECK constraint added for the test: PostgreSQL")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "ALTER TABLE traces_auditrunlink ADD CONSTRAINT test_no_link "
+            "CHECK (run_sequence < 0) NOT VALID"
+        )
+    yield
+    with connection.cursor() as cursor:
+        cursor.execute("ALTER TABLE traces_auditrunlink DROP CONSTRAINT IF EXISTS test_no_link")
+
+
+def test_an_end_the_database_refuses_after_the_budget_is_written_loses_no_spend(
+    acme, agent_dir, served_model, untrusted_tool, refusing_links
+):
+    # The run's end writes the budget, then links the audit head, which fails: the budget's
+    # counters the failed transaction had taken are put back, and the last resort writes them.
+    served_model.queue(
+        openai_completion(
+            calls=[("call_a", untrusted_tool, json.dumps({"kind": "nul"}))], usage=USAGE
+        ),
+        openai_completion("The tool answered.", usage=USAGE),
+    )
+    agent = openai_agent(agent_dir, tools=[untrusted_tool])
+
+    body = start_run(acme, agent)
+
+    assert (body["status"], body["stop_reason"]) == ("failed", "internal_error")
+    assert len(served_model.requests) == 2
+    run = assert_driven_once_with_its_spend(body["id"], calls=2)
+    day = BudgetLedger.objects.get(key__startswith="tenant:acme:")
+    assert (day.tokens_used, day.cost_used_micros) == (220, 700)
