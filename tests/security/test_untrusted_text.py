@@ -232,7 +232,7 @@ def refusing_database(request, transactional_db: None):
     with connection.cursor() as cursor:
         for table, column in columns:
             cursor.execute(
-                f"ALTER TABLE {table} ADD CONSTRAINT test_no_poison "  # noqa: S608 (ours)
+                f"ALTER TABLE {table} ADD CONSTRAINT test_no_poison "
                 f"CHECK ({column}::text NOT LIKE '%%poison%%') NOT VALID"
             )
     yield request.param
@@ -307,6 +307,6 @@ def test_an_end_the_database_refuses_after_the_budget_is_written_loses_no_spend(
 
     assert (body["status"], body["stop_reason"]) == ("failed", "internal_error")
     assert len(served_model.requests) == 2
-    run = assert_driven_once_with_its_spend(body["id"], calls=2)
+    assert_driven_once_with_its_spend(body["id"], calls=2)
     day = BudgetLedger.objects.get(key__startswith="tenant:acme:")
     assert (day.tokens_used, day.cost_used_micros) == (220, 700)
