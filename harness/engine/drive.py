@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from typing import Any
 
 from gateway.messages import Message
 from harness.agent_registry import AgentSpec
@@ -69,3 +70,5 @@ class Drive:
     last_failure: str = ""
     scope: CallScope | None = None
     agent: AgentSpec | None = None
+    # Plan, then act: the run's plans in clear (``Run.plans`` holds them masked).
+    plans: list[dict[str, Any]] = field(default_factory=list)

@@ -142,6 +142,8 @@ def _open(run_id: str, driver: Driver, lease: state.Lease, lost: threading.Event
         history_length=len(history),
         clear_input=clear_input,
         cancel_requested=run.cancel_requested_at is not None,
+        # The plans in clear (stored masked; the sealed copy unreadable: the masked ones).
+        plans=unseal(run.sealed_plans, None) or list(run.plans),
     )
     if not own:
         append(drive, Message(role="user", content=clear_input))
@@ -177,7 +179,7 @@ def _drive(drive: Drive) -> Run:
             if outcome.reason == "handoff":
                 return _hand_off(drive)
             break
-        if planning.wants_plan(drive.agent, run.plans):
+        if planning.wants_plan(drive.agent, drive.plans):
             plan(drive)
         if not unanswered_calls(drive.messages):
             outcome = model_step(drive)
@@ -186,7 +188,7 @@ def _drive(drive: Drive) -> Run:
         held = tool_step(drive)
         if held:
             return _pause(drive, held)
-        if drive.last_failure and planning.may_replan(drive.agent, run.plans):
+        if drive.last_failure and planning.may_replan(drive.agent, drive.plans):
             plan(drive, drive.last_failure)
     if outcome.status == RunStatus.SUCCEEDED:
         outcome = honesty_guard(drive, outcome)

@@ -112,6 +112,7 @@ _STEP_FIELDS = frozenset(
         "cost_usd",
         "tool_call_counts",
         "plans",
+        "sealed_plans",
     }
 )
 
