@@ -1,5 +1,5 @@
 """Finding M7 of the second review: ``plan_execute`` stored the model's plan in clear
-(``Run.plans``, shown on the admin run page) and without a size cap (a 12 × 400 KB plan was
+(``Run.plans``, shown on the admin run page) and without a size cap (twelve steps of 400 KB was
 stored, and sent again in every step's system prompt).
 
 Plans are stored like the conversation: masked in ``Run.plans`` (what the admin shows), the clear
