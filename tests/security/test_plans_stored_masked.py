@@ -131,3 +131,24 @@ def test_a_resumed_run_follows_the_clear_plan_from_its_sealed_copy(acme, agent_d
     assert finished.status == "succeeded", finished.status_detail
     assert len(served_model.requests) == 3
     assert f"1. Call the customer on {PHONE}" in system_prompt_of(served_model.requests[2])
+
+
+def test_plans_stored_in_clear_before_are_sealed_and_masked_by_the_migration(
+    acme, agent_dir, served_model
+):
+    from importlib import import_module
+
+    from django.apps import apps
+
+    body = planned_run(acme, agent_dir, served_model, PLAN)
+    clear = [{"steps": PLAN, "reason": "first plan"}]
+    Run.objects.filter(id=body["id"]).update(plans=clear, sealed_plans="")  # as stored before
+    migration = import_module("harness.migrations.0007_run_sealed_plans")
+
+    migration.seal_and_mask_plans(apps, None)
+    migration.seal_and_mask_plans(apps, None)  # again: nothing changes
+
+    run = Run.objects.get(id=body["id"])
+    assert unseal(run.sealed_plans) == clear
+    assert PHONE not in json.dumps(run.plans)
+    assert "138****5678" in json.dumps(run.plans, ensure_ascii=False)
