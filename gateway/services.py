@@ -8,7 +8,7 @@ from typing import Any
 
 from django.conf import settings
 
-from gateway.arguments import parse_tool_arguments
+from gateway.arguments import non_finite_path, parse_tool_arguments
 from gateway.errors import GatewayError, StreamInterrupted
 from gateway.messages import EventCallback, Message, ModelResponse, ToolCall, ToolSpec, Usage
 from gateway.providers import anthropic_messages, openai_chat, scripted
@@ -18,7 +18,13 @@ from gateway.streaming import EventSink
 from gateway.tokens import estimate_tokens
 from traces.untrusted import clean, clean_text
 
-__all__ = ["complete", "estimate_cost_usd", "parse_route", "parse_tool_arguments"]
+__all__ = [
+    "complete",
+    "estimate_cost_usd",
+    "non_finite_path",
+    "parse_route",
+    "parse_tool_arguments",
+]
 
 ProviderCall = Callable[
     [Route, list[Message], list[ToolSpec], str | None, EventSink], ModelResponse

@@ -310,3 +310,28 @@ def test_an_end_the_database_refuses_after_the_budget_is_written_loses_no_spend(
     assert_driven_once_with_its_spend(body["id"], calls=2)
     day = BudgetLedger.objects.get(key__startswith="tenant:acme:")
     assert (day.tokens_used, day.cost_used_micros) == (220, 700)
+
+
+# --- from a client ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity"])
+def test_a_client_request_with_a_non_finite_number_is_invalid_request_naming_where(acme, number):
+    # Python's JSON reader takes these; no JSON column stores them (this was a 500).
+    body = (
+        '{"name": "no-nan", "kind": "call", "effect": "refuse", "tool": "update_ticket", '
+        f'"match": {{"action": {number}}}}}'
+    )
+
+    response = acme.client.post(
+        "/api/v1/policies/rules",
+        data=body,
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {acme.key}",
+        HTTP_X_HARNESS_USER="alice",
+    )
+
+    assert response.status_code == 400, response.content
+    error = response.json()["error"]
+    assert error["code"] == "invalid_request"
+    assert "/match/action" in json.dumps(error["details"])
