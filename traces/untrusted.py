@@ -18,6 +18,7 @@ returned as it is, not copied: the common case costs one regular-expression scan
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from typing import Any
@@ -28,7 +29,21 @@ LONE_SURROGATE = "lone_surrogate"
 NON_FINITE = "non_finite"
 
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
-_search = _UNSTORABLE.search
+
+
+def _search(text: str) -> bool:
+    """Whether ``text`` holds NUL or a surrogate: ``in`` and ``isascii`` (and for non-ASCII
+    text the UTF-8 encoder, which refuses surrogates) run in C, several times faster than a
+    regular expression's character class."""
+    if "\x00" in text:
+        return True
+    if text.isascii():
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def clean(value: Any) -> tuple[Any, list[str]]:
@@ -38,33 +53,49 @@ def clean(value: Any) -> tuple[Any, list[str]]:
         return value, []
     found: set[str] = set()
     cleaned = _clean(value, found)
-    return cleaned, sorted(found)
+    return (cleaned if found else value), sorted(found)
 
 
 def _needs(value: Any) -> bool:
-    """Whether ``value`` holds anything ``_clean`` replaces (a walk that copies nothing)."""
+    """Whether ``value`` holds anything ``_clean`` replaces. One pass of the C encoder (what
+    it writes holds NUL as ``\\u0000`` and surrogates as they are; it refuses NaN and
+    infinities): several times faster than a walk in Python. A text that merely spells
+    ``\\u0000`` costs a walk, which then finds nothing."""
     if type(value) is str:
-        return _search(value) is not None
+        return _search(value)
+    try:
+        encoded = _encode(value)
+    except (ValueError, TypeError, RecursionError):
+        return _walk_needs(value)
+    return "\\u0000" in encoded or _search(encoded)
+
+
+_encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False, check_circular=False).encode
+
+
+def _walk_needs(value: Any) -> bool:
+    if type(value) is str:
+        return _search(value)
     if isinstance(value, dict):
         for key, item in value.items():
-            if (type(key) is str and _search(key) is not None) or _needs(item):
+            if (type(key) is str and _search(key)) or _walk_needs(item):
                 return True
         return False
     if isinstance(value, list | tuple):
-        return any(_needs(item) for item in value)
+        return any(_walk_needs(item) for item in value)
     return type(value) is float and not math.isfinite(value)
 
 
 def clean_text(text: str, found: set[str] | None = None) -> str:
     """One string; ``found`` collects the kinds replaced."""
-    if _search(text) is None:
+    if not _search(text):
         return text
     return _text(text, found if found is not None else set())
 
 
 def _clean(value: Any, found: set[str]) -> Any:
     if type(value) is str:
-        return value if _search(value) is None else _text(value, found)
+        return _text(value, found) if _search(value) else value
     if isinstance(value, dict):
         return {
             (_text(key, found) if type(key) is str and _search(key) else key): _clean(item, found)
@@ -82,7 +113,7 @@ def _text(text: str, found: set[str]) -> str:
     if "\x00" in text:
         found.add(NUL)
         text = text.replace("\x00", REPLACEMENT)
-    if _search(text) is None:
+    if _UNSTORABLE.search(text) is None:
         return text
     # A surrogate pair (two code points) becomes its character; a lone surrogate U+FFFD.
     found.add(LONE_SURROGATE)
