@@ -23,11 +23,17 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from harness.models import Run, RunMessage
+from harness.models import Run, RunEvent, RunMessage
 from policy.models import BudgetLedger
 from tests.conftest import ApiClient
 from tests.factories import write_agent, write_tool
-from tests.fake_providers import FakeProvider, openai_completion, openai_usage
+from tests.fake_providers import (
+    FakeProvider,
+    openai_completion,
+    openai_error,
+    openai_text_stream,
+    openai_usage,
+)
 from tools.demo.models import Notification
 from traces.models import AuditRecord, Span
 from traces.services import verify_chain
@@ -127,6 +133,34 @@ def test_an_answer_holding_nul_or_a_lone_surrogate_is_stored_normalised(
     assert normalised_of(run, "model_call") == [[kind]]
     response = AuditRecord.objects.get(request_id=run.request_id, kind="model_response")
     assert response.payload["normalised"] == [kind]
+
+
+def test_a_streamed_answer_holding_nul_is_streamed_and_stored_normalised(
+    acme, agent_dir, served_model, settings
+):
+    settings.HARNESS_ROUTES["openai:model-test"]["stream"] = True
+    served_model.queue(openai_text_stream("Done\x00 at last.", pieces=4, usage=USAGE))
+
+    body = start_run(acme, openai_agent(agent_dir))
+
+    assert body["status"] == "succeeded", Run.objects.get(id=body["id"]).status_detail
+    run = assert_driven_once_with_its_spend(body["id"], calls=1)
+    deltas = RunEvent.objects.filter(run_id=run.id, type="text.delta")
+    streamed = "".join(event.data["text"] for event in deltas)
+    assert streamed == "Done\ufffd at last."
+    assert run.answer == streamed
+
+
+def test_a_provider_error_holding_nul_ends_the_run_as_a_model_error(acme, agent_dir, served_model):
+    served_model.queue(openai_error(400, "bad\x00request"))
+
+    body = start_run(acme, openai_agent(agent_dir))
+
+    assert (body["status"], body["stop_reason"]) == ("failed", "model_error")
+    run = Run.objects.get(id=body["id"])
+    assert "bad\ufffdrequest" in run.status_detail
+    assert run.lease_token == 1
+    assert len(served_model.requests) == 1
 
 
 ARGUMENTS = {
