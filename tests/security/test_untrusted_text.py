@@ -36,6 +36,7 @@ from tests.fake_providers import (
 )
 from tools.demo.models import Notification
 from traces.models import AuditRecord, Span
+from traces.recorder import new_masker
 from traces.services import verify_chain
 
 USAGE = openai_usage(prompt=100, completion=10)
@@ -369,3 +370,27 @@ def test_a_client_request_with_a_non_finite_number_is_invalid_request_naming_whe
     error = response.json()["error"]
     assert error["code"] == "invalid_request"
     assert "/match/action" in json.dumps(error["details"])
+
+
+# --- behind the boundary ------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "value",
+    [
+        "lone \ud800 next to 13812345678 and zhang.wei@example.com",
+        {"k\udfff": ["sk-abcdefabcdefabcdefabcdef \ud800", "13812345678"]},
+    ],
+)
+def test_masking_a_value_that_did_not_come_through_the_boundary_masks_it_rather_than_failing(
+    value,
+):
+    # Defence in depth (M4 failed here, in the masker's needle scan): text from elsewhere than
+    # a model or a tool (a session, a file) is masked even with a lone surrogate in it.
+    masked = new_masker("acme").mask(value)
+
+    text = json.dumps(masked)
+    assert "13812345678" not in text
+    assert "zhang.wei@example.com" not in text
+    assert "abcdefabcdefabcdefabcdef" not in text
