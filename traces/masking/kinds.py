@@ -59,7 +59,7 @@ def fingerprint(key: bytes, kind: str, normalized: str) -> str:
     (twice a fingerprint) costs more than hashing the two blocks."""
     inner, outer = hmac_states(key)
     inner = inner.copy()
-    inner.update(f"{kind}:{normalized}".encode("utf-8", "surrogatepass"))
+    inner.update(f"{kind}:{normalized}".encode())
     outer = outer.copy()
     outer.update(inner.digest())
     return outer.hexdigest()
