@@ -300,7 +300,9 @@ def _claim(call: PlannedCall) -> tuple[int, ToolOutcome | None]:
     if row is not None:
         return row[0], None
     record = ToolExecution.objects.get(idempotency_key=key)
-    return record.pk, _stored_outcome(call.tool, record)
+    stored = _stored_outcome(call.tool, record)
+    # An outcome stored before outcomes were normalised (``_attempt``) is, when it is read.
+    return record.pk, _normalised(stored) if stored is not None else None
 
 
 def store_outcome(call: PlannedCall, record_id: int, outcome: ToolOutcome) -> None:
