@@ -16,6 +16,7 @@ spend and the tool effects that happened — never a run left ``running`` to be 
 from __future__ import annotations
 
 import json
+import time
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ from django.db import connection
 from harness.models import Run, RunEvent, RunMessage
 from policy.models import BudgetLedger
 from tests.conftest import ApiClient
-from tests.factories import write_agent, write_tool
+from tests.factories import write_agent, write_script, write_tool
 from tests.fake_providers import (
     FakeProvider,
     openai_completion,
@@ -34,6 +35,7 @@ from tests.fake_providers import (
     openai_text_stream,
     openai_usage,
 )
+from tests.runs import wait_until
 from tools.demo.models import Notification
 from traces.models import AuditRecord, Span
 from traces.recorder import new_masker
@@ -394,3 +396,37 @@ def test_masking_a_value_that_did_not_come_through_the_boundary_masks_it_rather_
     assert "13812345678" not in text
     assert "zhang.wei@example.com" not in text
     assert "abcdefabcdefabcdefabcdef" not in text
+
+
+# --- as deployed: an async run, a worker and beat re-queuing runs whose lease ran out ------------
+
+
+@pytest.mark.worker
+def test_an_async_run_with_nul_everywhere_is_driven_once_by_a_worker(
+    acme, start_worker, tmp_path, settings
+):
+    agents = tmp_path / "nul-agents"
+    agents.mkdir()
+    nul_call = {
+        "name": "get_ticket",
+        "arguments": '{"ticket_id": "T-20250318-007\\u0000", "no\\u0000te": "\\ud800"}',
+    }
+    script = write_script(tmp_path, [{"tool_calls": [nul_call]}, {"text": "Done\u0000."}])
+    name = write_agent(agents, model=f"scripted:{script}", tools=["get_ticket"])["name"]
+    settings.HARNESS_AGENT_DIRS = [*settings.HARNESS_AGENT_DIRS, agents]
+    lease = {"HARNESS_RUN_LEASE_S": "2", "HARNESS_SWEEP_INTERVAL_S": "1"}
+    start_worker(beat=True, env=lease | {"HARNESS_AGENT_DIRS": str(agents)})
+
+    body = {"agent": name, "user": "alice", "input": "go", "mode": "async"}
+    run = acme.post("/api/v1/runs", body).json()
+    wait_until(lambda: Run.objects.get(id=run["id"]).is_terminal, timeout_s=90)
+    time.sleep(5)  # past two leases: a run left running would have been claimed again
+
+    finished = Run.objects.get(id=run["id"])
+    assert finished.status == "succeeded", finished.status_detail
+    assert finished.lease_token == 1  # one drive
+    assert finished.answer.endswith("Done\ufffd.")
+    ledger = BudgetLedger.objects.get(key=f"run:{finished.id}")
+    assert ledger.model_calls == 2
+    assert ledger.tokens_used == finished.prompt_tokens + finished.completion_tokens > 0
+    assert verify_chain("acme").ok
