@@ -125,6 +125,9 @@ class ModelResponse:
     reasoning_signature: str | None = None
     provider_finish_reason: str = ""
     cost_usd: float | None = None
+    # What the gateway replaced in the provider's answer before anyone used it (NUL, lone
+    # surrogates, non-finite numbers: ``traces.untrusted``); empty for almost every response.
+    normalised: list[str] = field(default_factory=list)
 
     def to_message(self) -> Message:
         return Message(
@@ -136,7 +139,7 @@ class ModelResponse:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "text": self.text,
             "tool_calls": [call.to_dict() for call in self.tool_calls],
             "finish_reason": self.finish_reason,
@@ -147,6 +150,9 @@ class ModelResponse:
             "provider_finish_reason": self.provider_finish_reason,
             "cost_usd": self.cost_usd,
         }
+        if self.normalised:
+            data["normalised"] = self.normalised
+        return data
 
 
 @dataclass(frozen=True)

@@ -8,16 +8,23 @@ from typing import Any
 
 from django.conf import settings
 
-from gateway.arguments import parse_tool_arguments
+from gateway.arguments import non_finite_path, parse_tool_arguments
 from gateway.errors import GatewayError, StreamInterrupted
-from gateway.messages import EventCallback, Message, ModelResponse, ToolSpec, Usage
+from gateway.messages import EventCallback, Message, ModelResponse, ToolCall, ToolSpec, Usage
 from gateway.providers import anthropic_messages, openai_chat, scripted
 from gateway.reliability import call_with_retries
 from gateway.routes import Route, parse_route
 from gateway.streaming import EventSink
 from gateway.tokens import estimate_tokens
+from traces.untrusted import clean, clean_text
 
-__all__ = ["complete", "estimate_cost_usd", "parse_route", "parse_tool_arguments"]
+__all__ = [
+    "complete",
+    "estimate_cost_usd",
+    "non_finite_path",
+    "parse_route",
+    "parse_tool_arguments",
+]
 
 ProviderCall = Callable[
     [Route, list[Message], list[ToolSpec], str | None, EventSink], ModelResponse
@@ -87,6 +94,9 @@ def complete(
         return response
     assert failure is not None
     failure.attempts = attempts
+    # A provider's error text is the provider's: storable text only (it reaches the run).
+    failure.message = clean_text(failure.message)
+    failure.details = clean(failure.details)[0]
     failure.details.setdefault("routes", names)
     raise failure
 
@@ -118,6 +128,29 @@ def _call_route(
     if response.usage.estimated:
         response.usage = _estimated_usage(messages, tools, response)
     response.cost_usd = _cost(route, response.usage)
+    return _normalised(response)
+
+
+def _normalised(response: ModelResponse) -> ModelResponse:
+    """The boundary for what a model says: NUL, lone surrogates and non-finite numbers in its
+    text, reasoning and tool calls (names, argument values and keys) replaced once, here
+    (``traces.untrusted``), and ``response.normalised`` naming what was."""
+    said = {
+        "text": response.text,
+        "reasoning": response.reasoning,
+        "signature": response.reasoning_signature,
+        "model": response.model,
+        "finish": response.provider_finish_reason,
+        "calls": [call.to_dict() for call in response.tool_calls],
+    }
+    cleaned, found = clean(said)
+    if not found:
+        return response
+    response.text, response.reasoning = cleaned["text"], cleaned["reasoning"]
+    response.reasoning_signature, response.model = cleaned["signature"], cleaned["model"]
+    response.provider_finish_reason = cleaned["finish"]
+    response.tool_calls = [ToolCall.from_dict(call) for call in cleaned["calls"]]
+    response.normalised = found
     return response
 
 

@@ -10,6 +10,7 @@ model ran out of tokens, marked as cut off so that they are never executed.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from typing import Any
 
 from gateway.arguments import parse_tool_arguments
 from gateway.messages import EventCallback, StreamEvent, ToolCall
+from traces.untrusted import clean_text
 
 TRUNCATED_CALL_REASON = (
     "the response reached its token limit (max_tokens) before this call was complete, "
@@ -49,6 +51,9 @@ class EventSink:
 
     def _emit(self, event: StreamEvent) -> None:
         if self.callback is not None:
+            text = clean_text(event.text) if event.text else event.text
+            if text is not event.text:  # a delta is stored as it comes: storable text only
+                event = dataclasses.replace(event, text=text)
             self.handed_on = True
             self.callback(event)
 

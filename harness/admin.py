@@ -177,6 +177,7 @@ class RunAdmin(TenantScopedAdmin):
     exclude = [
         "messages",
         "sealed",
+        "sealed_plans",
         "idempotency_key",
         # The engine's own bookkeeping: the driver's lease and the request's digest (for
         # idempotency) say nothing to a reader, and would open the page above the run's fields.

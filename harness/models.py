@@ -166,7 +166,9 @@ class Run(models.Model):
     tool_call_counts = models.JSONField(default=dict, blank=True)
     # Plan, then act (agents with "strategy": "plan_execute"): the plans written, in order
     # ({"steps": [...], "reason": "first plan" | why it was revised}); the last one is followed.
+    # Masked, like the run's other readable fields; the clear copy is sealed.
     plans = models.JSONField(default=list, blank=True)
+    sealed_plans = models.TextField(blank=True, default="")
 
     class Meta:
         ordering = ["-created_at"]

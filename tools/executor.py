@@ -50,6 +50,7 @@ from tools.errors import ToolCallError, ToolErrorCode, ToolHandlerError
 from tools.models import ExecutionStatus, ToolExecution
 from tools.registry import ToolDefinition
 from traces.services import insert_rows, new_row, seal, unseal
+from traces.untrusted import clean
 
 RETRY_BACKOFF_S = 0.2
 
@@ -94,6 +95,9 @@ class ToolOutcome:
     attempts: int = 0
     # True when the result (or error) came from the idempotency store, not from the handler.
     replayed: bool = False
+    # What was replaced in the handler's answer (NUL, lone surrogates, non-finite numbers:
+    # ``traces.untrusted``) before anything stored, masked or showed it.
+    normalised: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -296,7 +300,9 @@ def _claim(call: PlannedCall) -> tuple[int, ToolOutcome | None]:
     if row is not None:
         return row[0], None
     record = ToolExecution.objects.get(idempotency_key=key)
-    return record.pk, _stored_outcome(call.tool, record)
+    stored = _stored_outcome(call.tool, record)
+    # An outcome stored before outcomes were normalised (``_attempt``) is, when it is read.
+    return record.pk, _normalised(stored) if stored is not None else None
 
 
 def store_outcome(call: PlannedCall, record_id: int, outcome: ToolOutcome) -> None:
@@ -370,6 +376,30 @@ def _stored_outcome(tool: ToolDefinition, record: ToolExecution) -> ToolOutcome 
 
 
 def _attempt(call: PlannedCall, deadline: float) -> ToolOutcome:
+    """One execution (with its retries), its outcome normalised: the boundary for what a tool
+    (a Python handler, an HTTP endpoint, an MCP server) answers."""
+    return _normalised(_attempts(call, deadline))
+
+
+def _normalised(outcome: ToolOutcome) -> ToolOutcome:
+    error = outcome.error
+    answer = {
+        "result": outcome.result,
+        "error": (error.message, error.details) if error else None,
+        "traceback": outcome.traceback,
+    }
+    cleaned, found = clean(answer)
+    if not found:
+        return outcome
+    outcome.result, outcome.traceback = cleaned["result"], cleaned["traceback"]
+    if error is not None:
+        message, details = cleaned["error"]
+        outcome.error = ToolCallError(error.code, message, details)
+    outcome.normalised = found
+    return outcome
+
+
+def _attempts(call: PlannedCall, deadline: float) -> ToolOutcome:
     retries = settings.HARNESS_TOOL_MAX_RETRIES if call.tool.idempotent else 0
     attempt = 0
     while True:

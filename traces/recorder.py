@@ -249,6 +249,12 @@ class TraceRecorder:
         _store(self.request_id, self.tenant, found)
         return lambda: _export(spans)
 
+    def discard(self) -> None:
+        """Forget every row not written yet, and the run's chain head (reloaded at its next
+        use): after a transaction that was to write them rolled back."""
+        self._spans, self._records, self._fingerprints = [], [], set()
+        self.chain.forget()
+
     def _write_now(self) -> None:
         if self.buffered:
             return

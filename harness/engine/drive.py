@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from typing import Any
 
 from gateway.messages import Message
 from harness.agent_registry import AgentSpec
@@ -72,3 +73,5 @@ class Drive:
     agent: AgentSpec | None = None
     # The run's outcome so far (refused, denied, failed calls; a corrected answer).
     tally: OutcomeTally = field(default_factory=OutcomeTally)
+    # Plan, then act: the run's plans in clear (``Run.plans`` holds them masked).
+    plans: list[dict[str, Any]] = field(default_factory=list)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from gateway.messages import Message, ToolCall
@@ -53,7 +53,16 @@ from harness.events import EventType, last_sequence
 from harness.models import Run, RunStatus, Session
 from tools.errors import ToolFilesInvalid
 from tools.services import get_tool_registry
-from traces.services import SpanKind, SpanStatus, TraceRecorder, anchor_run, seal, unseal
+from traces.services import (
+    AuditKind,
+    SpanKind,
+    SpanStatus,
+    TraceRecorder,
+    anchor_run,
+    seal,
+    unseal,
+)
+from traces.untrusted import clean_text
 
 logger = logging.getLogger(__name__)
 
@@ -81,14 +90,23 @@ def drive_run(run_id: str, driver: Driver, lease: state.Lease) -> Run:
             # A bug of ours must not leave the run "running" forever: it fails, with the error
             # in the trace and the log, and nothing internal in the answer.
             logger.exception("run %s failed with an unexpected error", run_id)
-            drive.session_span.set(error=f"{type(exc).__name__}: {exc}")
+            drive.session_span.set(error=_error_text(exc))
             outcome = StepOutcome(
                 RunStatus.FAILED,
                 detail=f"The run failed with an internal error (request id "
                 f"{drive.run.request_id}).",
                 reason="internal_error",
             )
-            return _finish(drive, outcome)
+            try:
+                return _finish(drive, outcome)
+            except state.LeaseLost:
+                return _last_resort(drive, outcome)
+            except Exception:
+                # What failed is in the step's own rows (the database refused one of them):
+                # writing them again would fail again, leave the run "running" and have it
+                # driven again at every lease expiry, each time paying the model unrecorded.
+                logger.exception("run %s: its end could not be written; last resort", run_id)
+                return _last_resort(drive, outcome)
     except state.LeaseLost:
         logger.info("run %s: lease %s lost, the driver stops", run_id, lease.token)
         return Run.objects.get(id=run_id)
@@ -127,6 +145,8 @@ def _open(run_id: str, driver: Driver, lease: state.Lease, lost: threading.Event
         history_length=len(history),
         clear_input=clear_input,
         cancel_requested=run.cancel_requested_at is not None,
+        # The plans in clear (stored masked; the sealed copy unreadable: the masked ones).
+        plans=unseal(run.sealed_plans, None) or list(run.plans),
     )
     if not own:
         append(drive, Message(role="user", content=clear_input))
@@ -162,7 +182,7 @@ def _drive(drive: Drive) -> Run:
             if outcome.reason == "handoff":
                 return _hand_off(drive)
             break
-        if planning.wants_plan(drive.agent, run.plans):
+        if planning.wants_plan(drive.agent, drive.plans):
             plan(drive)
         if not unanswered_calls(drive.messages):
             outcome = model_step(drive)
@@ -171,7 +191,7 @@ def _drive(drive: Drive) -> Run:
         held = tool_step(drive)
         if held:
             return _pause(drive, held)
-        if drive.last_failure and planning.may_replan(drive.agent, run.plans):
+        if drive.last_failure and planning.may_replan(drive.agent, drive.plans):
             plan(drive, drive.last_failure)
     if outcome.status == RunStatus.SUCCEEDED:
         outcome = honesty_guard(drive, outcome)
@@ -220,6 +240,7 @@ def _end_segment(drive: Drive, ended: bool) -> None:
         day = guard.end_segment(ended)
         announce(drive, day, guard.limits.alert_url, now=True)
 
+    drive.writes.on_rollback(guard.snapshot())  # written again by the last resort
     drive.writes.inside(budget)
     if drive.scope is not None:
         drive.writes.inside(drive.scope.policy.write_noted)
@@ -334,3 +355,111 @@ def _finish(drive: Drive, outcome: StepOutcome) -> Run:
     run.refresh_from_db()
     run.answer = answer  # clear in memory only; stored masked
     return run
+
+
+def _error_text(exc: BaseException) -> str:
+    """An exception for the trace: storable text, bounded (a database error quotes the whole
+    row it refused)."""
+    text = clean_text(f"{type(exc).__name__}: {exc}")
+    return text if len(text) <= ERROR_TEXT_LIMIT else f"{text[:ERROR_TEXT_LIMIT]}…"
+
+
+ERROR_TEXT_LIMIT = 1000
+
+
+def _last_resort(drive: Drive, outcome: StepOutcome) -> Run:
+    """End a run whose step cannot be written: ``failed`` / ``internal_error`` in a
+    transaction of its own, with what the run spent (tokens, cost, model calls: the run row
+    and its budget ledger) and the tool calls that ran — named in the answer, each with a
+    ``tool_call`` span and a ``tool_io`` audit record that says its arguments and result were
+    not kept — but none of the step's rows, which the database refused. If even that cannot be
+    written, the run row and the ledger alone."""
+    run, tracer, writes = drive.run, drive.tracer, drive.writes
+    writes.discard()
+    tracer.discard()
+    own = drive.messages[run_start(drive.messages, drive.history_length) :]
+    stored = own[: writes.next_message]  # the messages committed before
+    answer = _stopped_answer(outcome.detail, own)
+    fields = {
+        "answer": tracer.mask(answer),
+        "status_detail": outcome.detail,
+        "stop_reason": outcome.reason,
+        "sealed": seal({"input": drive.clear_input, "answer": answer}),
+        "steps": run.steps,
+        "model_route": run.model_route,
+        "prompt_tokens": run.prompt_tokens,
+        "completion_tokens": run.completion_tokens,
+        "cost_usd": run.cost_usd,
+        **drive.guard.counters(),
+    }
+    try:
+        for message in own[writes.next_message :]:
+            if message.role == "tool":
+                _unkept_call(drive, message)
+        drive.session_span.set(
+            status=RunStatus.FAILED, stop_reason=outcome.reason, last_resort=True
+        )
+        drive.session_span.fail(SpanStatus.ERROR)
+        tracer.end(drive.session_span)
+        _end_segment(drive, ended=True)
+        finished = {"status": RunStatus.FAILED, "answer": answer, "stop_reason": outcome.reason}
+        writes.event(EventType.RUN_FINISHED, tracer.mask(finished))
+        run.status, run.answer, run.stop_reason = RunStatus.FAILED, answer, outcome.reason
+        writes.inside(
+            lambda: webhooks.queue_run_event(
+                run, f"run.{RunStatus.FAILED}", answer=answer, mask=tracer.mask
+            )
+        )
+        messages = {"messages": tracer.mask([m.to_dict() for m in stored])}
+        writes.commit(
+            transition=lambda: state.finish(drive.lease, RunStatus.FAILED, fields | messages)
+        )
+    except state.LeaseLost:
+        raise
+    except Exception:
+        logger.exception("run %s: the last resort ends it with its spend only", run.id)
+        writes.discard()
+        tracer.discard()
+        with transaction.atomic():
+            state.finish(drive.lease, RunStatus.FAILED, fields)
+            drive.guard.end_segment(ended=True)
+            try:  # link what is stored of the run's chain, if the database lets it
+                with transaction.atomic():
+                    anchor_run(tracer.request_id, tracer.tenant, tracer.chain.head, final=True)
+            except DatabaseError:
+                logger.exception("run %s: its audit head could not be linked", run.id)
+            transaction.on_commit(drive.guard.release_slot)
+    run.refresh_from_db()
+    run.answer = answer
+    return run
+
+
+def _unkept_call(drive: Drive, message: Message) -> None:
+    """A call that ran in the step the database refused: its span and audit record, without
+    the arguments and result (the step's rows held them)."""
+    scope, tracer = drive.scope, drive.tracer
+    parent = scope.parent if scope is not None else drive.session_span
+    status = "error" if message.is_error else "ok"
+    span = tracer.start(
+        SpanKind.TOOL_CALL,
+        message.name or "tool",
+        parent,
+        call_id=message.tool_call_id,
+        tool=message.name,
+        last_resort=True,
+    )
+    if message.is_error:
+        span.fail(SpanStatus.ERROR)
+    tracer.audit(
+        span,
+        AuditKind.TOOL_IO,
+        {
+            "tool": message.name,
+            "call_id": message.tool_call_id,
+            "status": status,
+            "kept": False,
+            "detail": "The step that ran this call could not be written; its arguments and "
+            "result were not kept.",
+        },
+    )
+    tracer.end(span)

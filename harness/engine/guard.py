@@ -13,7 +13,9 @@
 
 from __future__ import annotations
 
+import copy
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -169,6 +171,16 @@ class RunGuard:
         if limits.daily_tokens is None and limits.daily_cost_micros is None:
             return []
         return policy.claim_day_crossings(self.tenant, limits.alert_thresholds)
+
+    def snapshot(self) -> Callable[[], None]:
+        """What ``end_segment`` changes in memory, kept: the returned function puts it back
+        (when the transaction that wrote it rolled back, so that it is written again)."""
+        ledger, reservation, started = copy.copy(self.ledger), self._day_reservation, self.started
+
+        def restore() -> None:
+            self.ledger, self._day_reservation, self.started = ledger, reservation, started
+
+        return restore
 
     def release_slot(self) -> None:
         """After the segment's commit: free the concurrency slot."""

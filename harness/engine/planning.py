@@ -5,6 +5,12 @@ calling tools — records it (``Run.plans``, a ``plan.created`` event, a ``model
 ``plan`` with its audit records) and then runs the usual loop with the plan in the system
 prompt, so each step follows it. When a step's tool call fails, the model is asked once to
 revise the plan (``plan.revised``); later failures are handled by the loop as usual.
+
+A plan is the model's text: it is bounded (``MAX_PLAN_STEPS`` steps of at most
+``MAX_PLAN_STEP_CHARS`` characters, ``MAX_PLAN_CHARS`` in all; what is over is cut, and the plan
+marked ``truncated``) because every later step's system prompt carries it, and it is stored
+like the conversation: masked in ``Run.plans`` (what the admin shows), in clear only sealed
+(``Run.sealed_plans``, which a resumed drive reads).
 """
 
 from __future__ import annotations
@@ -21,6 +27,9 @@ from harness.agent_registry import AgentSpec
 PLAN_EXECUTE = "plan_execute"
 MAX_REPLANS = 1
 MAX_PLAN_STEPS = 12
+MAX_PLAN_STEP_CHARS = 500
+MAX_PLAN_CHARS = 4000
+MAX_REASON_CHARS = 500
 
 PLANNER_PROMPT = (
     "Before acting, write the plan you will follow to answer the user: a JSON array of short "
@@ -61,11 +70,40 @@ def planning_messages(
     ]
 
 
-def request_plan(agent: AgentSpec, messages: list[Message], turn: int) -> tuple[Any, list[str]]:
-    """Ask the agent's model for a plan; the response and its steps (empty when the model
-    gave none usable: the run then goes on without one). Raises ``gateway`` errors."""
+def request_plan(
+    agent: AgentSpec, messages: list[Message], turn: int
+) -> tuple[Any, list[str], bool]:
+    """Ask the agent's model for a plan; the response, its steps (empty when the model gave
+    none usable: the run then goes on without one) and whether they were cut to the bounds.
+    Raises ``gateway`` errors."""
     response = complete(agent.model or None, messages, [], turn=turn)
-    return response, parse_plan(response.text)
+    steps, truncated = bounded(parse_plan(response.text))
+    return response, steps, truncated
+
+
+def bounded(steps: list[str]) -> tuple[list[str], bool]:
+    """``steps`` within ``MAX_PLAN_STEPS``, ``MAX_PLAN_STEP_CHARS`` each and ``MAX_PLAN_CHARS``
+    in all (a step cut short ends with "…"); and whether anything was cut."""
+    kept: list[str] = []
+    total = 0
+    truncated = len(steps) > MAX_PLAN_STEPS
+    for step in steps[:MAX_PLAN_STEPS]:
+        room = min(MAX_PLAN_STEP_CHARS, MAX_PLAN_CHARS - total)
+        if room <= 1:
+            truncated = True
+            break
+        if len(step) > room:
+            step, truncated = step[: room - 1] + "…", True
+        kept.append(step)
+        total += len(step)
+    return kept, truncated
+
+
+def bounded_reason(reason: str) -> str:
+    """Why a plan was revised (a tool's error message), bounded like a step."""
+    if len(reason) <= MAX_REASON_CHARS:
+        return reason
+    return reason[: MAX_REASON_CHARS - 1] + "…"
 
 
 def parse_plan(text: str) -> list[str]:
@@ -83,7 +121,7 @@ def parse_plan(text: str) -> list[str]:
     else:
         steps = [line.strip(" -*0123456789.").strip() for line in text.splitlines()]
         steps = [step for step in steps if step]
-    return steps[:MAX_PLAN_STEPS]
+    return steps
 
 
 def plan_instructions(plans: list[dict[str, Any]]) -> str:

@@ -114,6 +114,7 @@ _STEP_FIELDS = frozenset(
         "plans",
         "outcome",
         "outcome_counts",
+        "sealed_plans",
     }
 )
 

@@ -38,7 +38,7 @@ from harness.engine.tool_calls import (
 from harness.events import EventType
 from harness.models import Run, RunStatus, Session
 from policy import services as policy
-from traces.services import AuditKind, OpenSpan, SpanKind, SpanStatus, under
+from traces.services import AuditKind, OpenSpan, SpanKind, SpanStatus, seal, under
 
 REPEATED_CALL_LIMIT = 3
 
@@ -221,7 +221,6 @@ def _commit(drive: Drive, **fields: object) -> None:
             "prompt_tokens": run.prompt_tokens,
             "completion_tokens": run.completion_tokens,
             "cost_usd": run.cost_usd,
-            "plans": run.plans,
             **drive.guard.counters(),
             **outcome,
             **fields,
@@ -245,16 +244,18 @@ def outcome_fields(drive: Drive) -> dict[str, object]:
 
 def _turn(drive: Drive) -> int:
     """Which model call of the conversation this is (plans count: each took a call)."""
-    return sum(1 for m in drive.messages if m.role == "assistant") + len(drive.run.plans)
+    return sum(1 for m in drive.messages if m.role == "assistant") + len(drive.plans)
 
 
 def plan(drive: Drive, failure: str = "") -> None:
-    """Plan, then act: ask for a plan (or, after ``failure``, a revised one), record it —
-    span, audit, event, ``Run.plans`` — and commit it. A plan that cannot be had (budget,
+    """Plan, then act: ask for a plan (or, after ``failure``, a revised one), bounded, and
+    record it — span, audit, event, ``Run.plans`` (masked) and ``Run.sealed_plans`` (the clear
+    copy the next steps follow) — and commit it. A plan that cannot be had (budget,
     the model unreachable) is skipped: the loop goes on, and stops there if it must."""
     run, agent, scope, tracer = drive.run, drive.agent, drive.scope, drive.tracer
     assert agent is not None
     assert scope is not None
+    failure = planning.bounded_reason(failure)
     tools = [tool.name for tool in scope.policy.visible_tools(agent, scope.registry)]
     own = drive.messages[run_start(drive.messages, drive.history_length) :]
     messages = planning.planning_messages(agent, own, tools, failure)
@@ -266,7 +267,7 @@ def plan(drive: Drive, failure: str = "") -> None:
     route = agent.model or settings.HARNESS_MODEL
     tracer.audit_model_request(span, route, [m.to_dict() for m in messages], [])
     try:
-        response, steps = planning.request_plan(agent, messages, _turn(drive))
+        response, steps, truncated = planning.request_plan(agent, messages, _turn(drive))
     except GatewayError as exc:
         drive.guard.after_model_call(None)
         span.fail(error_code=str(exc.code), error=exc.message)
@@ -274,13 +275,20 @@ def plan(drive: Drive, failure: str = "") -> None:
         return
     _record_response(run, span, response)
     span.set(charged_usd=drive.guard.after_model_call(response) / 1_000_000, plan_steps=steps)
+    entry: dict[str, object] = {"steps": steps, "reason": failure or "first plan"}
+    if truncated:  # the model's plan was over the bounds: what is kept, and that it was cut
+        span.set(plan_truncated=True)
+        entry["truncated"] = True
     tracer.audit(span, AuditKind.MODEL_RESPONSE, response.to_dict())
     tracer.end(span)
     announce(drive, drive.guard.take_crossings(), run.callback_url)
-    run.plans = [*run.plans, {"steps": steps, "reason": failure or "first plan"}]
+    # Stored like the conversation: masked where it is read, in clear only sealed.
+    drive.plans = [*drive.plans, entry]
+    masked = tracer.mask(entry)
+    run.plans = [*run.plans, masked]
     event = EventType.PLAN_REVISED if failure else EventType.PLAN_CREATED
-    drive.writes.event(event, tracer.mask({"steps": steps, "reason": failure or "first plan"}))
-    _commit(drive)
+    drive.writes.event(event, masked)
+    _commit(drive, plans=run.plans, sealed_plans=seal(drive.plans))
 
 
 def _context_for(drive: Drive, specs: list) -> tuple[list[Message], object]:
@@ -293,7 +301,7 @@ def _context_for(drive: Drive, specs: list) -> tuple[list[Message], object]:
         return _summarize(agent, older)
 
     context, stats = build_context(
-        agent.system_prompt + planning.plan_instructions(run.plans),
+        agent.system_prompt + planning.plan_instructions(drive.plans),
         drive.messages,
         specs,
         agent.context_tokens or settings.HARNESS_CONTEXT_TOKENS,
@@ -405,6 +413,8 @@ def _record_response(run: Run, span: OpenSpan, response: ModelResponse) -> None:
         attempts=response.attempts,
         cost_usd=response.cost_usd,
     )
+    if response.normalised:  # what the gateway replaced (NUL, lone surrogates, NaN, …)
+        span.set(normalised=response.normalised)
 
 
 def honesty_guard(drive: Drive, outcome: StepOutcome) -> StepOutcome:

@@ -310,6 +310,9 @@ def _record_outcome(
     )
     if outcome.error:
         span.fail(error_code=str(outcome.error.code))
+    # What the executor replaced in the tool's answer is said where the answer is kept.
+    normalised = {"normalised": outcome.normalised} if outcome.normalised else {}
+    span.set(**normalised)
     # The audit keeps the whole result, even when the model is shown a digest.
     scope.tracer.audit(
         span,
@@ -327,6 +330,7 @@ def _record_outcome(
             "idempotency_key": key,
             "attempts": outcome.attempts,
             "replayed": outcome.replayed,
+            **normalised,
         },
         sensitive=under("/arguments", planned.tool.sensitive.get("arguments"))
         | under("/result", planned.tool.sensitive.get("result")),

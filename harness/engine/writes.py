@@ -41,6 +41,7 @@ class StepWrites:
         self._inside: list[Callable[[], None]] = []
         self._blind: list[Callable[[], None]] = []
         self._after: list[Callable[[], None]] = []
+        self._rollback: list[Callable[[], None]] = []
 
     def event(self, event_type: str, data: dict[str, Any]) -> None:
         """An event of the run's stream; ``data`` must already be masked."""
@@ -87,6 +88,19 @@ class StepWrites:
     def after_commit(self, action: Callable[[], None]) -> None:
         self._after.append(action)
 
+    def on_rollback(self, undo: Callable[[], None]) -> None:
+        """Run ``undo`` if the next commit fails: for what a write changed in memory as well
+        as in the database (the budget ledger's counters), so that the driver's last resort
+        records it again rather than losing it."""
+        self._rollback.append(undo)
+
+    def discard(self) -> None:
+        """Drop everything buffered and not written (the driver's last resort starts over)."""
+        self.next_event -= len(self._events)
+        self.next_message -= len(self._messages)
+        self._events, self._messages, self._inside, self._blind = [], [], [], []
+        self._after, self._rollback = [], []
+
     def commit(
         self,
         fields: dict[str, Any] | None = None,
@@ -100,6 +114,7 @@ class StepWrites:
         inside, self._inside = self._inside, []
         blind, self._blind = self._blind, []
         after, self._after = self._after, []
+        undo, self._rollback = self._rollback, []
 
         def append() -> Callable[[], None]:
             insert_rows(messages)
@@ -133,5 +148,7 @@ class StepWrites:
             # Nothing of the step was written: forget the numbers it had taken.
             self.next_event -= len(events)
             self.next_message -= len(messages)
+            for action in undo:
+                action()
             raise
         return fence if isinstance(fence, state.Fence) else None

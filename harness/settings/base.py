@@ -247,7 +247,7 @@ STORAGES = {
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["harness.api.authentication.TenantApiKeyAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["harness.api.authentication.IsTenantClient"],
-    "DEFAULT_PARSER_CLASSES": ["harness.api.parsers.BoundedJSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["harness.api.untrusted.UntrustedJSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "EXCEPTION_HANDLER": "harness.api.exceptions.render_api_error",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",

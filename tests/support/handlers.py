@@ -44,3 +44,21 @@ def deny_customer_reads(arguments: dict[str, Any], context: Any) -> dict[str, An
 
     add_permission(context.tenant, context.user_id, "customer:read", "deny", actor="test tool")
     return {"denied": "customer:read"}
+
+
+UNTRUSTED_RESULTS: dict[str, Any] = {
+    "nul": {"note": "before\x00after", "na\x00me": "key with a NUL"},
+    "surrogate": {"note": "lone \ud800 surrogate", "k\udfff": 1},
+    "nan": {"score": float("nan"), "items": [1.5, float("nan")]},
+    "infinity": {"high": float("inf"), "low": float("-inf")},
+}
+
+
+def untrusted_result(arguments: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Acts (a notification keyed by the call), then answers with text or numbers no database
+    column can store as they are: ``kind`` picks which (``UNTRUSTED_RESULTS``)."""
+    note, _ = Notification.objects.get_or_create(
+        idempotency_key=context.idempotency_key,
+        defaults={"tenant": context.tenant, "recipient_id": "ops", "message": "untrusted"},
+    )
+    return {"notification_id": note.pk, **UNTRUSTED_RESULTS[arguments.get("kind", "nul")]}

@@ -141,3 +141,24 @@ def test_a_later_execution_of_a_first_executions_key_replays_its_outcome(tool_di
 
     assert handlers.recorded_when_run == [False]  # not run again
     assert again.replayed is True
+
+
+def test_an_outcome_stored_before_outcomes_were_normalised_is_normalised_when_replayed(tool_dir):
+    from traces.services import seal
+
+    tool = registered(tool_dir, "echo", idempotent=False, concurrency_safe=False)
+    ToolExecution.objects.create(
+        idempotency_key="run-1:call_1_1",
+        tenant="acme",
+        tool=tool.name,
+        status=ExecutionStatus.SUCCEEDED,
+        sealed_outcome=seal({"result": {"score": float("nan"), "note": "a\x00b"}, "error": None}),
+        attempts=1,
+    )
+
+    again = execute_tool(tool, {}, context())
+
+    assert again.replayed
+    assert again.result == {"score": "NaN", "note": "a\ufffdb"}
+    assert again.normalised == ["non_finite", "nul"]
+    assert "echo" not in handlers.calls

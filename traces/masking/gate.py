@@ -61,7 +61,9 @@ class NeedleGate:
             except AttributeError:
                 scratch = self._local.scratch = self._scratch.clone()
             # Arguments by position: parsing keywords cost a quarter of the scan of a document.
-            self._database.scan(text.encode(), _on_match, 0, hits, scratch)
+            # surrogatepass: text that did not come through the boundary (``traces.untrusted``)
+            # may hold a lone surrogate; it is scanned, not refused.
+            self._database.scan(text.encode("utf-8", "surrogatepass"), _on_match, 0, hits, scratch)
             if not hits:
                 return []  # most texts
             return [self.detectors[i] for i in sorted(hits)]

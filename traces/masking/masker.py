@@ -186,7 +186,7 @@ class Masker:
         """Record and return the fingerprint of a value of ``kind`` (for extra detectors)."""
         # kinds.fingerprint, from the key's states this masker holds.
         inner = self._inner.copy()
-        inner.update(f"{kind}:{normalized}".encode())
+        inner.update(f"{kind}:{normalized}".encode("utf-8", "surrogatepass"))
         outer = self._outer.copy()
         outer.update(inner.digest())
         digest = outer.hexdigest()
