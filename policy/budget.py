@@ -175,7 +175,8 @@ class RunLedger:
     cost_used_micros: int
     model_calls: int
     tool_calls_used: int
-    # What the run holds on the tenant's day row since admission (``reserved`` mode).
+    # What the run holds on the tenant's day row (``reserved`` mode): its admission reservation
+    # (grown if it was an estimate), less what earlier segments spent from it.
     day_tokens_reserved: int
     day_cost_reserved_micros: int
     # Spent this segment, not yet added to the day row.
@@ -263,11 +264,13 @@ def _cover_call(ledger: RunLedger, tokens: int, cost: int) -> BudgetStop | None:
     rest of the day to other runs. The run's row records the new hold at once (a second,
     unconditional UPDATE of a row only this driver writes), so a driver that dies before its
     segment ends still gives it back when the run ends."""
+    # The hold covers what the run spends from it this segment (earlier segments' spend was
+    # drawn from it when they were written, ``save_run_ledger``).
     grow_tokens = grow_cost = 0
     if _estimated(ledger.tokens_limit, ledger.day_tokens_reserved):
-        grow_tokens = max(0, ledger.tokens_used + tokens - ledger.day_tokens_reserved)
+        grow_tokens = max(0, ledger.segment_tokens + tokens - ledger.day_tokens_reserved)
     if _estimated(ledger.cost_limit_micros, ledger.day_cost_reserved_micros):
-        grow_cost = max(0, ledger.cost_used_micros + cost - ledger.day_cost_reserved_micros)
+        grow_cost = max(0, ledger.segment_cost_micros + cost - ledger.day_cost_reserved_micros)
     if not grow_tokens and not grow_cost:
         return None
     day_key = _day_key(ledger.tenant)
@@ -352,11 +355,18 @@ def spend(ledger: RunLedger, tokens: int, cost: int, per_call: bool) -> None:
 def save_run_ledger(ledger: RunLedger, elapsed_ms: int, ended: bool) -> None:
     """At the end of a driven segment (call inside its transaction, after the run row):
     write the run's row, and add to the tenant's day what it does not have yet; a run that
-    ended gives back what it held on the day since admission."""
+    ended gives back what it held on the day since admission.
+
+    What the segment spent out of the run's hold moves from the day's reserved to its used
+    (the hold shrinks by as much), so a run that pauses is not counted twice, and the day's
+    used + reserved stays within its limit."""
     now = timezone.now()
+    mode = ledger.mode
     ledger.wall_time_ms += max(0, elapsed_ms)
-    released_tokens = ledger.day_tokens_reserved if ended else 0
-    released_cost = ledger.day_cost_reserved_micros if ended else 0
+    drawn_tokens = min(ledger.segment_tokens, ledger.day_tokens_reserved)
+    drawn_cost = min(ledger.segment_cost_micros, ledger.day_cost_reserved_micros)
+    released_tokens = ledger.day_tokens_reserved if ended else drawn_tokens
+    released_cost = ledger.day_cost_reserved_micros if ended else drawn_cost
     BudgetLedger.objects.filter(key=_run_key(ledger.run_id)).update(
         tokens_used=ledger.tokens_used,
         cost_used_micros=ledger.cost_used_micros,
@@ -370,7 +380,7 @@ def save_run_ledger(ledger: RunLedger, elapsed_ms: int, ended: bool) -> None:
     changes = (
         ledger.segment_tokens,
         ledger.segment_cost_micros,
-        ledger.segment_model_calls if ledger.mode != "per_call" else 0,
+        ledger.segment_model_calls if mode != "per_call" else 0,
         ledger.segment_tool_calls,
         released_tokens,
         released_cost,

@@ -1,8 +1,11 @@
 """Goodput by default: runs without a limit of their own, against a small daily budget, hold
 what their agent is expected to spend from admission, so the ones admitted finish."""
 
+import dataclasses
 import threading
 
+import hypothesis
+import hypothesis.strategies as st
 import pytest
 from django.conf import settings
 from django.db import connections
@@ -11,8 +14,21 @@ from django.test import Client
 
 from harness.models import Run
 from harness.spend_estimates import forget_estimates
+from policy.budget import (
+    HELD_RETRY_AFTER_S,
+    RunBudget,
+    RunEstimate,
+    load_run_ledger,
+    open_run_budget,
+    reserve_run,
+    run_room,
+    save_run_ledger,
+    spend,
+)
+from policy.errors import TenantBudgetExhausted
+from policy.limits import tenant_limits
 from policy.models import BudgetLedger, TenantLimits
-from tests.runs import call, scripted_agent
+from tests.runs import call, scripted_agent, start
 from traces.models import Span
 
 RUNS = 20
@@ -107,3 +123,167 @@ def test_twenty_runs_racing_for_a_small_day_mostly_finish_in_the_default_configu
     assert day.tokens_used <= DAILY_TOKENS + largest_call
     succeeded = admitted.count("succeeded")
     print(f"rounds admitted {rounds}; {succeeded} succeeded; spent {day.tokens_used}")
+
+
+def six_step_agent(agent_dir):
+    return scripted_agent(
+        agent_dir, SIX_STEPS, max_steps=10, tools=["search_tickets"], system_prompt="Test."
+    )
+
+
+def held(run):
+    return BudgetLedger.objects.get(key=f"run:{run['id']}").tokens_reserved
+
+
+def the_day():
+    return BudgetLedger.objects.get(key__startswith="tenant:acme:")
+
+
+def test_a_run_holds_the_default_then_its_agents_p95_spend_and_gives_back_the_rest(
+    acme, agent_dir, settings
+):
+    settings.HARNESS_COMPLETION_RESERVE_TOKENS = COMPLETION_RESERVE
+    forget_estimates()
+    TenantLimits.objects.create(tenant="acme", daily_tokens=40_000)
+    agent = six_step_agent(agent_dir)
+
+    cold = start(acme, agent, mode="async").json()  # no history yet
+    held_cold, day_cold = held(cold), the_day().tokens_reserved
+    cancelled = acme.post(f"/api/v1/runs/{cold['id']}/cancel", {})
+    done = start(acme, agent).json()
+    warm = start(acme, agent, mode="async").json()
+
+    assert held_cold == day_cold == settings.HARNESS_DEFAULT_RUN_RESERVE_TOKENS
+    assert cancelled.status_code == 200
+    assert held(cold) == 0
+    assert done["status"] == "succeeded"
+    assert done["usage"]["budget"]["tokens_reserved"] == 0  # a finished run holds nothing
+    spent = done["usage"]["total_tokens"]
+    assert held(warm) == spent + COMPLETION_RESERVE  # p95 of one run: that run, plus an answer
+    day = the_day()
+    assert day.tokens_reserved == held(warm)  # the others gave back what they held
+    assert day.tokens_used == spent
+
+
+def test_a_run_past_its_estimate_grows_its_hold_until_the_day_cannot_cover_it(
+    acme, agent_dir, settings
+):
+    settings.HARNESS_COMPLETION_RESERVE_TOKENS = COMPLETION_RESERVE
+    settings.HARNESS_DEFAULT_RUN_RESERVE_TOKENS = 300  # a run spends ~1,550
+    forget_estimates()
+    TenantLimits.objects.create(tenant="acme", daily_tokens=1_200)
+
+    run = start(acme, six_step_agent(agent_dir)).json()
+
+    assert run["status"] == "budget_exceeded"
+    assert "Tenant acme has used its daily token budget" in run["answer"]
+    day = the_day()
+    assert run["usage"]["total_tokens"] == day.tokens_used <= 1_200
+    assert run["usage"]["total_tokens"] > 300  # it grew past its estimate while it could
+    assert day.tokens_reserved == 0
+
+
+def test_a_run_refused_while_runs_in_flight_hold_the_day_may_retry_in_seconds(
+    acme, agent_dir, settings
+):
+    TenantLimits.objects.create(tenant="acme", daily_tokens=6_000)
+    agent = six_step_agent(agent_dir)
+    holding = start(acme, agent, mode="async")  # holds the default, 4,096 of 6,000
+
+    refused = start(acme, agent, mode="async")
+    BudgetLedger.objects.filter(key__startswith="tenant:acme:").update(tokens_used=5_500)
+    spent = start(acme, agent, mode="async")
+
+    assert holding.status_code == 202
+    assert refused.status_code == 429
+    error = refused.json()["error"]
+    assert error["code"] == "tenant_budget_exhausted"
+    assert "held by runs in flight" in error["message"]
+    assert error["details"]["estimated"] is True
+    assert refused["Retry-After"] == str(HELD_RETRY_AFTER_S)
+    assert spent.status_code == 429
+    assert spent.json()["error"]["code"] == "tenant_budget_exhausted"
+    assert int(spent["Retry-After"]) > HELD_RETRY_AFTER_S  # spent indeed: at midnight UTC
+    assert Run.objects.count() == 1
+
+
+def test_with_no_default_reserve_a_run_without_a_limit_reserves_per_model_call(
+    acme, agent_dir, settings
+):
+    settings.HARNESS_DEFAULT_RUN_RESERVE_TOKENS = 0
+    forget_estimates()
+    TenantLimits.objects.create(tenant="acme", daily_tokens=40_000)
+    agent = six_step_agent(agent_dir)
+    assert start(acme, agent).json()["status"] == "succeeded"  # history, ignored
+
+    queued = start(acme, agent, mode="async").json()
+
+    assert held(queued) == 0
+    assert the_day().tokens_reserved == 0
+
+
+@hypothesis.settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[hypothesis.HealthCheck.function_scoped_fixture],
+)
+@hypothesis.given(
+    limit=st.integers(500, 6_000),
+    runs=st.lists(
+        st.tuples(
+            st.integers(1, 4_000),  # the estimate held at admission
+            st.lists(  # calls: what the guard reserves, the share of it really used, a pause
+                st.tuples(st.integers(1, 1_500), st.floats(0, 1), st.booleans()), max_size=6
+            ),
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    data=st.data(),
+)
+def test_holds_never_go_negative_and_the_day_never_promises_more_than_its_limit(
+    db, limit, runs, data
+):
+    """Runs holding estimates, interleaved at random: admission, calls that grow the hold or
+    stop the run, pauses (a segment written, the ledger read again), ends."""
+    BudgetLedger.objects.all().delete()
+    limits = dataclasses.replace(tenant_limits("acme"), daily_tokens=limit)
+    ledgers, pending = {}, {}
+    for n, (estimate, calls) in enumerate(runs):
+        run_id = f"run-{n}"
+        open_run_budget("acme", run_id, RunBudget())
+        try:
+            reserve_run("acme", run_id, RunBudget(), limits, RunEstimate(tokens=estimate))
+        except TenantBudgetExhausted:
+            continue
+        ledgers[run_id], pending[run_id] = load_run_ledger("acme", run_id), list(calls)
+        check_day(limit)
+
+    while pending:
+        run_id = data.draw(st.sampled_from(sorted(pending)))
+        ledger = ledgers[run_id]
+        if not pending[run_id]:
+            save_run_ledger(ledger, 0, ended=True)
+            del pending[run_id]
+        else:
+            tokens, share, pause = pending[run_id].pop(0)
+            if run_room(ledger, tokens, 0, 0) is not None:  # the day cannot cover it: stop
+                pending[run_id] = []
+            else:
+                spend(ledger, int(tokens * share), 0, per_call=False)
+                if pause:
+                    save_run_ledger(ledger, 0, ended=False)
+                    ledgers[run_id] = load_run_ledger("acme", run_id)
+        check_day(limit)
+        assert all(row.tokens_reserved >= 0 for row in BudgetLedger.objects.all())
+
+    day = BudgetLedger.objects.filter(key__startswith="tenant:acme:").first()
+    runs_spent = BudgetLedger.objects.filter(key__startswith="run:").aggregate(t=Sum("tokens_used"))
+    assert day.tokens_reserved == 0
+    assert day.tokens_used == (runs_spent["t"] or 0)
+
+
+def check_day(limit):
+    day = BudgetLedger.objects.get(key__startswith="tenant:acme:")
+    assert day.tokens_reserved >= 0
+    assert day.tokens_used + day.tokens_reserved <= limit
