@@ -287,3 +287,25 @@ def check_day(limit):
     day = BudgetLedger.objects.get(key__startswith="tenant:acme:")
     assert day.tokens_reserved >= 0
     assert day.tokens_used + day.tokens_reserved <= limit
+
+
+def test_a_daily_cost_budget_is_held_and_grown_the_same_way(acme, agent_dir, settings):
+    settings.HARNESS_COMPLETION_RESERVE_TOKENS = COMPLETION_RESERVE
+    forget_estimates()
+    TenantLimits.objects.create(tenant="acme", daily_cost_usd=1)
+    agent = six_step_agent(agent_dir)  # ~1,550 tokens a run: ~1.55 USD at 0.001 USD a token
+    route = f"scripted:{next(agent_dir.parent.glob('script-*.json'))}"
+    settings.HARNESS_ROUTES = {route: {"price": {"input": 1000.0, "output": 1000.0}}}
+
+    queued = start(acme, agent, mode="async").json()
+    holding = BudgetLedger.objects.get(key=f"run:{queued['id']}").cost_reserved_micros
+    acme.post(f"/api/v1/runs/{queued['id']}/cancel", {})
+    run = start(acme, agent).json()
+
+    assert holding == 1_000_000  # the default's price (4.1 USD), capped at the day's limit
+    assert run["status"] == "budget_exceeded"
+    assert "Tenant acme has used its daily cost budget" in run["answer"]
+    day = the_day()
+    assert day.cost_reserved_micros == 0
+    assert day.cost_used_micros == round(run["usage"]["budget"]["cost_usd"] * 1_000_000)
+    assert day.cost_used_micros <= 1_000_000
