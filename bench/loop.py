@@ -564,6 +564,8 @@ def _goodput_round(label: str, run_budget: int | None) -> None:
         request["budget"] = {"max_tokens": run_budget}
     body = json.dumps(request)
     statuses: dict[str, int] = {}
+    refusals: dict[str, int] = {}
+    waves: list[int] = []
     tokens = wasted = submissions = 0
     left = GOODPUT_RUNS
     while left:
@@ -575,6 +577,13 @@ def _goodput_round(label: str, run_budget: int | None) -> None:
             )
             if response.status_code == 202:
                 ids.append(response.json()["id"])
+            else:
+                code = response.json().get("error", {}).get("code", "?")
+                retry = response.get("Retry-After") or "none"
+                retry = "to midnight" if retry.isdigit() and int(retry) > 60 else retry
+                refusal = f"{response.status_code} {code}, Retry-After {retry}"
+                refusals[refusal] = refusals.get(refusal, 0) + 1
+        waves.append(len(ids))
         if not ids:
             break
         _wait_terminal(ids)
@@ -589,6 +598,9 @@ def _goodput_round(label: str, run_budget: int | None) -> None:
     print(f"  {label}:")
     print(f"    finished: {', '.join(f'{n} {s}' for s, n in sorted(statuses.items())) or 'none'}")
     print(f"    never admitted: {left} (after {submissions} submissions in all)")
+    print(f"    admitted per wave: {', '.join(map(str, waves))}")
+    shown = "; ".join(f"{n} x {r}" for r, n in sorted(refusals.items())) or "none"
+    print(f"    refused: {shown}")
     print(
         f"    tokens spent: {tokens:,} of {GOODPUT_TOKENS:,}, {wasted:,} on runs that ended "
         "without an answer"
