@@ -38,6 +38,12 @@ COMPLETION_RESERVE = 64  # close to what an answer uses: an over-grant would sho
 SIX_STEPS = [call("search_tickets", text=f"zz{n}", limit=1) for n in range(5)] + [{"text": "ok"}]
 
 
+def six_step_agent(agent_dir):
+    return scripted_agent(
+        agent_dir, SIX_STEPS, max_steps=10, tools=["search_tickets"], system_prompt="Test."
+    )
+
+
 def race(key: str, agent: str, count: int) -> list[tuple[int, str, str | None]]:
     """``count`` sync runs posted at once from as many threads, each with its own client and
     database connection: (HTTP status, run status or error code, Retry-After) each."""
@@ -81,15 +87,14 @@ def test_twenty_runs_racing_for_a_small_day_mostly_finish_in_the_default_configu
     TenantLimits.objects.create(
         tenant="acme", daily_tokens=DAILY_TOKENS, runs_per_second=100, max_concurrent_runs=100
     )
-    agent = scripted_agent(
-        agent_dir, SIX_STEPS, max_steps=10, tools=["search_tickets"], system_prompt="Test."
-    )
+    agent = six_step_agent(agent_dir)
 
     # Runs refused at admission are sent again once the admitted ones have ended (the first
     # round has no history: the default estimate; the next ones the agent's p95 spend).
     answers, rounds, left = [], [], RUNS
     while left:
         round_answers = race(acme.key, agent, left)
+        assert len(round_answers) == left  # every request answered
         admitted = [a for a in round_answers if a[0] == 200]
         answers += round_answers
         rounds.append(len(admitted))
@@ -123,12 +128,6 @@ def test_twenty_runs_racing_for_a_small_day_mostly_finish_in_the_default_configu
     assert day.tokens_used <= DAILY_TOKENS + largest_call
     succeeded = admitted.count("succeeded")
     print(f"rounds admitted {rounds}; {succeeded} succeeded; spent {day.tokens_used}")
-
-
-def six_step_agent(agent_dir):
-    return scripted_agent(
-        agent_dir, SIX_STEPS, max_steps=10, tools=["search_tickets"], system_prompt="Test."
-    )
 
 
 def held(run):
