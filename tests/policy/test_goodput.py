@@ -8,9 +8,10 @@ import hypothesis
 import hypothesis.strategies as st
 import pytest
 from django.conf import settings
-from django.db import connections
+from django.db import connection, connections
 from django.db.models import Sum
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 from harness.models import Run
 from harness.spend_estimates import forget_estimates
@@ -308,3 +309,19 @@ def test_a_daily_cost_budget_is_held_and_grown_the_same_way(acme, agent_dir, set
     assert day.cost_reserved_micros == 0
     assert day.cost_used_micros == round(run["usage"]["budget"]["cost_usd"] * 1_000_000)
     assert day.cost_used_micros <= 1_000_000
+
+
+def test_the_estimate_is_read_once_and_kept_a_few_seconds(acme, agent_dir, settings):
+    forget_estimates()
+    TenantLimits.objects.create(tenant="acme", daily_tokens=40_000)
+    agent = six_step_agent(agent_dir)
+    assert start(acme, agent).json()["status"] == "succeeded"  # history
+
+    reads = []
+    for _ in range(3):
+        with CaptureQueriesContext(connection) as queries:
+            assert start(acme, agent, mode="async").status_code == 202
+        reads.append(sum('FROM "harness_run"' in q["sql"] for q in queries.captured_queries))
+
+    assert reads[0] >= 1  # the agent's recent runs, read once...
+    assert reads[1:] == [reads[0] - 1] * 2  # ...then kept
