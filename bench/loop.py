@@ -486,10 +486,13 @@ def async_rate() -> None:
 
 def goodput() -> None:
     """Async runs against a small daily token budget: how many finish with an answer, and how
-    many tokens go to runs that never do? Once without a budget of their own (each model call
-    reserved from the day), once asking for a per-run budget big enough for a whole run
-    (reserved from the day at admission). Runs refused at admission are submitted again once
-    the ones admitted have ended, until none is admitted any more."""
+    many tokens go to runs that never do? In the default configuration (no budget of their
+    own: each holds its agent's expected spend from admission), with estimates switched off
+    (``HARNESS_DEFAULT_RUN_RESERVE_TOKENS=0``: each model call reserved from the day), and
+    asking for a per-run budget big enough for a whole run (reserved from the day at
+    admission). Runs refused at admission are submitted again once the ones admitted have
+    ended, until none is admitted any more. First, statements per step in a tenant with a
+    daily budget, the run holding an estimate or reserving per call."""
     from django.conf import settings
 
     from harness.models import Tenant
@@ -505,10 +508,46 @@ def goodput() -> None:
         f"{GOODPUT_TOKENS:,}-token daily budget (two workers); a whole run spends "
         f"{one_run:,} tokens: at most {GOODPUT_TOKENS // one_run} could finish"
     )
-    _goodput_round("no per-run budget", None)
+    default = settings.HARNESS_DEFAULT_RUN_RESERVE_TOKENS
+    _budget_statements(default)
+    _goodput_round(
+        f"default configuration: no per-run budget, the agent's expected spend held at "
+        f"admission (HARNESS_DEFAULT_RUN_RESERVE_TOKENS={default} until it has history)",
+        None,
+    )
+    settings.HARNESS_DEFAULT_RUN_RESERVE_TOKENS = 0  # admission decides; workers follow
+    try:
+        _goodput_round("HARNESS_DEFAULT_RUN_RESERVE_TOKENS=0: each model call reserved", None)
+    finally:
+        settings.HARNESS_DEFAULT_RUN_RESERVE_TOKENS = default
     # A run's last model call must fit its reserve for the answer too.
     enough = one_run + settings.HARNESS_COMPLETION_RESERVE_TOKENS + 256
     _goodput_round(f"per-run budget {enough:,} (reserved at admission)", enough)
+
+
+def _budget_statements(default: int) -> None:
+    """Statements per step of a 10-step run in a tenant with a (large) daily token budget: the
+    run holding an estimate from admission, then reserving each model call from the day."""
+    from django.conf import settings
+
+    from harness.models import Tenant
+    from policy.models import BudgetLedger
+
+    open_limits("globex", daily_tokens=100_000_000)
+    tenant = Tenant.objects.get(slug="globex")
+    print("  statements with a daily budget (10-step runs, median of 3):")
+    try:
+        for label, reserve in (("estimate held (default)", default), ("per call (=0)", 0)):
+            settings.HARNESS_DEFAULT_RUN_RESERVE_TOKENS = reserve
+            _counted_run("bench", tenant)  # warm
+            counted = [_counted_run("bench", tenant) for _ in range(3)]
+            steps = counted[0][2]
+            admission = statistics.median(a.statements for a, _, _ in counted)
+            per_step = statistics.median(d.statements for _, d, _ in counted) / steps
+            print(f"    {label:<24} admission {admission:.0f}, per step {per_step:.1f}")
+    finally:
+        settings.HARNESS_DEFAULT_RUN_RESERVE_TOKENS = default
+        BudgetLedger.objects.filter(key__startswith="tenant:globex:").delete()
 
 
 def _goodput_round(label: str, run_budget: int | None) -> None:
@@ -525,6 +564,8 @@ def _goodput_round(label: str, run_budget: int | None) -> None:
         request["budget"] = {"max_tokens": run_budget}
     body = json.dumps(request)
     statuses: dict[str, int] = {}
+    refusals: dict[str, int] = {}
+    waves: list[int] = []
     tokens = wasted = submissions = 0
     left = GOODPUT_RUNS
     while left:
@@ -536,6 +577,13 @@ def _goodput_round(label: str, run_budget: int | None) -> None:
             )
             if response.status_code == 202:
                 ids.append(response.json()["id"])
+            else:
+                code = response.json().get("error", {}).get("code", "?")
+                retry = response.get("Retry-After") or "none"
+                retry = "to midnight" if retry.isdigit() and int(retry) > 60 else retry
+                refusal = f"{response.status_code} {code}, Retry-After {retry}"
+                refusals[refusal] = refusals.get(refusal, 0) + 1
+        waves.append(len(ids))
         if not ids:
             break
         _wait_terminal(ids)
@@ -550,6 +598,9 @@ def _goodput_round(label: str, run_budget: int | None) -> None:
     print(f"  {label}:")
     print(f"    finished: {', '.join(f'{n} {s}' for s, n in sorted(statuses.items())) or 'none'}")
     print(f"    never admitted: {left} (after {submissions} submissions in all)")
+    print(f"    admitted per wave: {', '.join(map(str, waves))}")
+    shown = "; ".join(f"{n} x {r}" for r, n in sorted(refusals.items())) or "none"
+    print(f"    refused: {shown}")
     print(
         f"    tokens spent: {tokens:,} of {GOODPUT_TOKENS:,}, {wasted:,} on runs that ended "
         "without an answer"

@@ -36,6 +36,7 @@ from harness.errors import (
 )
 from harness.events import EventType, emit, emit_first
 from harness.models import TERMINAL_STATUSES, ApiKey, Run, RunMode, Session, Tenant
+from harness.spend_estimates import run_estimate
 from policy import services as policy
 from traces.services import finalize_run, fingerprint_search_keys, mask_for_storage, seal
 
@@ -186,7 +187,8 @@ def create_run(tenant: Tenant, request: RunRequest) -> tuple[Run, bool]:
                 request_digest=digests[0] if request.idempotency_key else "",
             )
             policy.open_run_budget(tenant.slug, str(run_id), run_budget)
-            policy.reserve_run(tenant.slug, str(run_id), run_budget, limits)
+            estimate = run_estimate(tenant, agent, run_budget, limits)
+            policy.reserve_run(tenant.slug, str(run_id), run_budget, limits, estimate)
             emit_first(run.id, EventType.RUN_QUEUED, {"mode": run.mode})
             if request.mode == RunMode.ASYNC:
                 enqueue_run(run.id)

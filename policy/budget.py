@@ -5,12 +5,15 @@ writer, fenced by its lease) and written when a driven segment ends (``RunLedger
 call must fit what the run has left: its prompt estimate plus
 ``HARNESS_COMPLETION_RESERVE_TOKENS`` for the answer. The tenant's day is charged with a
 conditional ``UPDATE … SET reserved = reserved + n WHERE used + reserved + n <= limit``
-(``_reserve_on_day``) — once at admission for a run with its own limit (``reserve_run``; what
-it did not use goes back when it ends), or per model call for a run without one
-(``reserve_day``, settled as soon as the call is answered). PostgreSQL re-checks the condition
-under the row lock and SQLite serialises writers, so concurrent runs (and processes) can never
-both take the last tokens: spend exceeds a limit only by what a call uses beyond its own
-reservation.
+(``_reserve_on_day``) at admission (``reserve_run``): a run with its own limit reserves that
+limit; a run without one reserves what its agent is expected to spend (``RunEstimate``: the p95
+of its recent runs, or ``HARNESS_DEFAULT_RUN_RESERVE_TOKENS``), and grows that hold by one such
+UPDATE when a call would not fit it (``run_room``). What a run did not use goes back when it
+ends. With ``HARNESS_DEFAULT_RUN_RESERVE_TOKENS=0`` a run without a limit reserves per model
+call instead (``reserve_day``, settled as soon as the call is answered). PostgreSQL re-checks
+the condition under the row lock and SQLite serialises writers, so concurrent runs (and
+processes) can never both take the last tokens: spend exceeds a limit only by what a call uses
+beyond its own reservation.
 
 Lock order: the run row (the step's fenced UPDATE), then the tenant's day row.
 """
@@ -147,11 +150,14 @@ class BudgetStop:
 #
 # A run's ledger row is read once per drive and kept in the driver's memory: only the driver
 # (fenced by its lease) spends from it. What reaches the tenant's day row depends on the run:
-# - ``reserved``: the run's token/cost limit was reserved from the day at admission
-#   (``reserve_run``); its calls draw from that in memory, and what it did not use goes back
-#   when it ends. Nothing touches the day row per step.
-# - ``per_call``: the tenant has a daily limit but the run has none of its own: each model call
-#   reserves from the day row (one conditional UPDATE) and settles with the step's commit.
+# - ``reserved``: the run holds part of the day since admission (``reserve_run``): its own
+#   token/cost limit, or, without one, what its agent is expected to spend. Its calls draw from
+#   that in memory, and what it did not use goes back when it ends. Nothing touches the day row
+#   per step, unless a call of a run without a limit would not fit its hold: the hold then
+#   grows by one conditional UPDATE (``run_room``), or the run stops on the tenant's budget.
+# - ``per_call``: the tenant has a daily limit, the run has none of its own and reserved no
+#   estimate (``HARNESS_DEFAULT_RUN_RESERVE_TOKENS=0``, or queued before estimates): each model
+#   call reserves from the day row (one conditional UPDATE) and settles when it is answered.
 # - ``unlimited``: no daily limit: usage is added to the day when the run's segment ends.
 
 
@@ -169,7 +175,8 @@ class RunLedger:
     cost_used_micros: int
     model_calls: int
     tool_calls_used: int
-    # What the run holds on the tenant's day row since admission (``reserved`` mode).
+    # What the run holds on the tenant's day row (``reserved`` mode): its admission reservation
+    # (grown if it was an estimate), less what earlier segments spent from it.
     day_tokens_reserved: int
     day_cost_reserved_micros: int
     # Spent this segment, not yet added to the day row.
@@ -211,7 +218,9 @@ def load_run_ledger(tenant: str, run_id: str) -> RunLedger:
 
 
 def run_room(ledger: RunLedger, tokens: int, cost: int, elapsed_ms: int) -> BudgetStop | None:
-    """Whether the run's own limits leave room for a call of ``tokens``/``cost``; no I/O."""
+    """Whether the run's limits leave room for a call of ``tokens``/``cost``: its own limits
+    (no I/O), then, for a run holding an estimate of the day, whether its hold covers the call
+    (growing it by one conditional UPDATE when not, which is the only I/O)."""
     if (
         ledger.wall_time_limit_ms is not None
         and ledger.wall_time_ms + elapsed_ms >= ledger.wall_time_limit_ms
@@ -239,7 +248,70 @@ def run_room(ledger: RunLedger, tokens: int, cost: int, elapsed_ms: int) -> Budg
             f"{micros_to_usd(ledger.cost_limit_micros)} USD spent, and the next model call may "
             f"cost up to {micros_to_usd(cost)} USD.",
         )
+    return _cover_call(ledger, tokens, cost)
+
+
+def _estimated(limit: int | None, held: int) -> bool:
+    """A measure the run holds an estimate of (no limit of its own, yet part of the day)."""
+    return limit is None and held > 0
+
+
+def _cover_call(ledger: RunLedger, tokens: int, cost: int) -> BudgetStop | None:
+    """A run without a limit of its own holds an estimate of the day: a call that would take
+    it past that hold grows it by the shortfall, if the day can cover it (the same conditional
+    UPDATE as admission, against the limit the day row was last reserved under), or stops the
+    run on the tenant's budget. Growing by the shortfall only, not a larger step, leaves the
+    rest of the day to other runs. The run's row records the new hold at once (a second,
+    unconditional UPDATE of a row only this driver writes), so a driver that dies before its
+    segment ends still gives it back when the run ends."""
+    # The hold covers what the run spends from it this segment (earlier segments' spend was
+    # drawn from it when they were written, ``save_run_ledger``).
+    grow_tokens = grow_cost = 0
+    if _estimated(ledger.tokens_limit, ledger.day_tokens_reserved):
+        grow_tokens = max(0, ledger.segment_tokens + tokens - ledger.day_tokens_reserved)
+    if _estimated(ledger.cost_limit_micros, ledger.day_cost_reserved_micros):
+        grow_cost = max(0, ledger.segment_cost_micros + cost - ledger.day_cost_reserved_micros)
+    if not grow_tokens and not grow_cost:
+        return None
+    day_key = _day_key(ledger.tenant)
+    granted = (
+        BudgetLedger.objects.filter(key=day_key)
+        .filter(_room_of_row("tokens", grow_tokens), _room_of_row("cost", grow_cost))
+        .update(
+            tokens_reserved=F("tokens_reserved") + grow_tokens,
+            cost_reserved_micros=F("cost_reserved_micros") + grow_cost,
+            updated_at=timezone.now(),
+        )
+    )
+    if not granted:
+        return _day_stop(ledger.tenant, day_key, tokens, cost, grow_tokens)
+    BudgetLedger.objects.filter(key=_run_key(ledger.run_id)).update(
+        tokens_reserved=F("tokens_reserved") + grow_tokens,
+        cost_reserved_micros=F("cost_reserved_micros") + grow_cost,
+    )
+    ledger.day_tokens_reserved += grow_tokens
+    ledger.day_cost_reserved_micros += grow_cost
     return None
+
+
+def _day_stop(tenant: str, day_key: str, tokens: int, cost: int, grow_tokens: int) -> BudgetStop:
+    """Why the day could not grow a run's hold, from the day row and the limits it keeps."""
+    row = BudgetLedger.objects.filter(key=day_key).first() or BudgetLedger(key=day_key)
+    if grow_tokens:
+        return BudgetStop(
+            "tokens",
+            "tenant",
+            f"Tenant {tenant} has used its daily token budget: {row.tokens_used} of "
+            f"{row.tokens_limit} tokens spent today ({row.tokens_reserved} held by runs in "
+            f"flight), and the next model call needs up to {tokens}.",
+        )
+    return BudgetStop(
+        "cost",
+        "tenant",
+        f"Tenant {tenant} has used its daily cost budget: {micros_to_usd(row.cost_used_micros)} "
+        f"of {micros_to_usd(row.cost_limit_micros)} USD spent today, and the next model call "
+        f"may cost up to {micros_to_usd(cost)} USD.",
+    )
 
 
 def reserve_day(
@@ -283,11 +355,18 @@ def spend(ledger: RunLedger, tokens: int, cost: int, per_call: bool) -> None:
 def save_run_ledger(ledger: RunLedger, elapsed_ms: int, ended: bool) -> None:
     """At the end of a driven segment (call inside its transaction, after the run row):
     write the run's row, and add to the tenant's day what it does not have yet; a run that
-    ended gives back what it held on the day since admission."""
+    ended gives back what it held on the day since admission.
+
+    What the segment spent out of the run's hold moves from the day's reserved to its used
+    (the hold shrinks by as much), so a run that pauses is not counted twice, and the day's
+    used + reserved stays within its limit."""
     now = timezone.now()
+    mode = ledger.mode
     ledger.wall_time_ms += max(0, elapsed_ms)
-    released_tokens = ledger.day_tokens_reserved if ended else 0
-    released_cost = ledger.day_cost_reserved_micros if ended else 0
+    drawn_tokens = min(ledger.segment_tokens, ledger.day_tokens_reserved)
+    drawn_cost = min(ledger.segment_cost_micros, ledger.day_cost_reserved_micros)
+    released_tokens = ledger.day_tokens_reserved if ended else drawn_tokens
+    released_cost = ledger.day_cost_reserved_micros if ended else drawn_cost
     BudgetLedger.objects.filter(key=_run_key(ledger.run_id)).update(
         tokens_used=ledger.tokens_used,
         cost_used_micros=ledger.cost_used_micros,
@@ -301,7 +380,7 @@ def save_run_ledger(ledger: RunLedger, elapsed_ms: int, ended: bool) -> None:
     changes = (
         ledger.segment_tokens,
         ledger.segment_cost_micros,
-        ledger.segment_model_calls if ledger.mode != "per_call" else 0,
+        ledger.segment_model_calls if mode != "per_call" else 0,
         ledger.segment_tool_calls,
         released_tokens,
         released_cost,
@@ -327,34 +406,86 @@ def save_run_ledger(ledger: RunLedger, elapsed_ms: int, ended: bool) -> None:
     ledger.segment_model_calls = ledger.segment_tool_calls = 0
 
 
-def reserve_run(tenant: str, run_id: str, run_budget: RunBudget, limits: LimitValues) -> None:
+@dataclass(frozen=True)
+class RunEstimate:
+    """What a run of an agent is expected to spend, for a run without a limit of its own:
+    tokens and micro-USD (the caller computes it from the agent's recent runs)."""
+
+    tokens: int
+    cost_micros: int = 0
+
+
+# Retry-After when the day is not spent but runs in flight hold what a new run needs: they
+# give back what they do not use as they end, typically within seconds.
+HELD_RETRY_AFTER_S = 5
+
+
+def reserve_run(
+    tenant: str,
+    run_id: str,
+    run_budget: RunBudget,
+    limits: LimitValues,
+    estimate: RunEstimate | None = None,
+) -> None:
     """Budget-aware admission (call in the run's creating transaction, after
-    ``open_run_budget``): a run with its own token or cost limit, in a tenant with a daily
-    limit, reserves that much of the day up front, or is refused (429, retry at midnight
-    UTC) — so the runs that start can finish, instead of all starving half-way."""
-    tokens = run_budget.max_tokens if limits.daily_tokens is not None else None
-    cost = run_budget.max_cost_micros if limits.daily_cost_micros is not None else None
+    ``open_run_budget``): in a tenant with a daily limit, a run reserves its own token or cost
+    limit, or else ``estimate`` (capped at the day's limit, so that a day too small for it
+    still admits one run at a time), up front; or it is refused with 429 — retry in a few
+    seconds when runs in flight hold what it needs, at midnight UTC when the day is spent. So
+    the runs that start can finish, instead of all starving half-way."""
+    tokens = cost = 0
+    if limits.daily_tokens is not None:
+        tokens = run_budget.max_tokens or min(
+            estimate.tokens if estimate else 0, limits.daily_tokens
+        )
+    if limits.daily_cost_micros is not None:
+        cost = run_budget.max_cost_micros or min(
+            estimate.cost_micros if estimate else 0, limits.daily_cost_micros
+        )
     if not tokens and not cost:
         return
-    tokens, cost = tokens or 0, cost or 0
-    day_key = _ensure_day_row(tenant)
-    if not _reserve_on_day(day_key, tokens, cost, limits, model_calls=0):
-        row = BudgetLedger.objects.get(key=day_key)
-        raise TenantBudgetExhausted(
-            f"Tenant {tenant} cannot cover this run's budget today: it needs {tokens} tokens, "
-            f"and {max(0, (limits.daily_tokens or 0) - row.tokens_used - row.tokens_reserved)} "
-            "are left (runs in flight hold the rest until they end).",
-            _seconds_to_midnight(),
-            {
-                "budget": "tokens" if tokens else "cost_micros",
-                "needed": tokens or cost,
-                "used": row.tokens_used,
-                "reserved": row.tokens_reserved,
-                "limit": limits.daily_tokens,
-            },
+    day_key = _day_key(tenant)
+    # The day's row exists except at the day's first run: try the UPDATE, create it if missing.
+    granted = _reserve_on_day(day_key, tokens, cost, limits, model_calls=0)
+    if not granted and not BudgetLedger.objects.filter(key=day_key).exists():
+        _ensure_day_row(tenant)
+        granted = _reserve_on_day(day_key, tokens, cost, limits, model_calls=0)
+    if not granted:
+        own = (limits.daily_tokens is not None and run_budget.max_tokens) or (
+            limits.daily_cost_micros is not None and run_budget.max_cost_micros
         )
+        _refuse_run(tenant, day_key, tokens, cost, limits, own=bool(own))
     BudgetLedger.objects.filter(key=_run_key(run_id)).update(
         tokens_reserved=tokens, cost_reserved_micros=cost
+    )
+
+
+def _refuse_run(
+    tenant: str, day_key: str, tokens: int, cost: int, limits: LimitValues, own: bool
+) -> None:
+    row = BudgetLedger.objects.get(key=day_key)
+    # Spent already, or only held by runs in flight (which give back what they do not use)?
+    spent = (
+        limits.daily_tokens is not None and row.tokens_used + tokens > limits.daily_tokens
+    ) or (
+        limits.daily_cost_micros is not None
+        and row.cost_used_micros + cost > limits.daily_cost_micros
+    )
+    left = max(0, (limits.daily_tokens or 0) - row.tokens_used - row.tokens_reserved)
+    needs = "budget" if own else "expected spend (its agent's recent runs)"
+    held = "" if spent else f" ({row.tokens_reserved} held by runs in flight until they end)"
+    raise TenantBudgetExhausted(
+        f"Tenant {tenant} cannot cover this run's {needs} {'today' if spent else 'now'}: it "
+        f"needs {tokens} tokens, and {left} are left{held}.",
+        _seconds_to_midnight() if spent else HELD_RETRY_AFTER_S,
+        {
+            "budget": "tokens" if tokens else "cost_micros",
+            "needed": tokens or cost,
+            "estimated": not own,
+            "used": row.tokens_used,
+            "reserved": row.tokens_reserved,
+            "limit": limits.daily_tokens,
+        },
     )
 
 
@@ -415,8 +546,9 @@ def run_tool_limits(run_id: str) -> ToolLimits:
 
 
 def check_tenant_day(tenant: str, limits: LimitValues) -> None:
-    """Raise ``TenantBudgetExhausted`` (retry at midnight UTC) when today's budget is spent:
-    for tokens, when what is left could not pay for one model call's answer reserve."""
+    """Raise ``TenantBudgetExhausted`` when today's budget is spent: for tokens, when what is
+    left could not pay for one model call's answer reserve. Retry at midnight UTC when spent
+    indeed, in a few seconds when what is left is only held by runs in flight."""
     daily = (limits.daily_tokens, limits.daily_cost_micros, limits.daily_tool_calls)
     if all(limit is None for limit in daily):
         return
@@ -425,24 +557,33 @@ def check_tenant_day(tenant: str, limits: LimitValues) -> None:
         return
     least_call = settings.HARNESS_COMPLETION_RESERVE_TOKENS
     spent = [
-        (name, used, limit)
-        for name, used, limit in (
-            ("tokens", row.tokens_used + row.tokens_reserved + least_call, limits.daily_tokens),
+        (name, used, held, limit)
+        for name, used, held, limit in (
+            ("tokens", row.tokens_used + least_call, row.tokens_reserved, limits.daily_tokens),
             (
                 "cost_micros",
-                row.cost_used_micros + row.cost_reserved_micros,
+                row.cost_used_micros,
+                row.cost_reserved_micros,
                 limits.daily_cost_micros,
             ),
-            ("tool_calls", row.tool_calls_used, limits.daily_tool_calls),
+            ("tool_calls", row.tool_calls_used, 0, limits.daily_tool_calls),
         )
-        if limit is not None and used >= limit
+        if limit is not None and used + held >= limit
     ]
     if spent:
-        name, used, limit = spent[0]
+        name, used, held, limit = min(spent, key=lambda s: s[1] < s[3])  # spent indeed first
+        what = name.replace("_micros", "")
+        if used >= limit:
+            raise TenantBudgetExhausted(
+                f"Tenant {tenant} has spent its daily {what} budget.",
+                _seconds_to_midnight(),
+                {"budget": name, "used": used, "limit": limit},
+            )
         raise TenantBudgetExhausted(
-            f"Tenant {tenant} has spent its daily {name.replace('_micros', '')} budget.",
-            _seconds_to_midnight(),
-            {"budget": name, "used": used, "limit": limit},
+            f"Tenant {tenant}'s daily {what} budget is held by runs in flight; what they do "
+            "not use goes back when they end.",
+            HELD_RETRY_AFTER_S,
+            {"budget": name, "used": used, "reserved": held, "limit": limit},
         )
 
 

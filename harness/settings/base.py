@@ -379,6 +379,10 @@ HARNESS_TENANT_DAILY_COST_USD = env_float("HARNESS_TENANT_DAILY_COST_USD", 0.0, 
 HARNESS_TENANT_DAILY_TOOL_CALLS = env_int("HARNESS_TENANT_DAILY_TOOL_CALLS", 0, minimum=0)
 # What a model call reserves for its answer on top of the prompt estimate.
 HARNESS_COMPLETION_RESERVE_TOKENS = env_int("HARNESS_COMPLETION_RESERVE_TOKENS", 1024, minimum=1)
+# What a run without a limit of its own reserves from its tenant's daily budget at admission
+# until its agent has finished runs in the tenant (then: their p95 spend plus one answer's
+# reserve). 0: such runs reserve per model call instead (see README "Budgets").
+HARNESS_DEFAULT_RUN_RESERVE_TOKENS = env_int("HARNESS_DEFAULT_RUN_RESERVE_TOKENS", 4096, minimum=0)
 # Budget alerts: percentages of the day's and of each run's budgets (tenants may set their own).
 HARNESS_BUDGET_ALERT_THRESHOLDS = tuple(
     env_int_list("HARNESS_BUDGET_ALERT_THRESHOLDS", [50, 80, 100], minimum=1)

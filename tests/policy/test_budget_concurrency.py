@@ -68,6 +68,8 @@ def test_concurrent_runs_never_spend_past_the_tenants_daily_budget(demo, looping
         "DJANGO_SETTINGS_MODULE": "harness.settings.test",
         "DATABASE_URL": database_url(),
         "HARNESS_COMPLETION_RESERVE_TOKENS": str(COMPLETION_RESERVE),
+        # Per-call reservations (no estimate held at admission): what this test is about.
+        "HARNESS_DEFAULT_RUN_RESERVE_TOKENS": "0",
     }
     processes = [
         subprocess.Popen(
