@@ -19,6 +19,7 @@ and one after ``created_at``, ``timestamp``, ``date``… is a time.
 from __future__ import annotations
 
 import re
+import secrets
 from collections.abc import Callable
 
 from traces.masking import checks
@@ -126,10 +127,6 @@ class NumberFinder:
     def __init__(self, phones: PhoneValidator) -> None:
         self.phones = phones
         self._phone_memo: dict[tuple[str, bool, str], str | None] = {}
-        # The label test's answers, by the characters before a number (``_labelled``): the
-        # run's own text, kept as long as its masker, never in a module-wide memo that would
-        # keep every tenant's fragments for the life of the process.
-        self._labels: dict[str, bool] = {}
 
     def find(self, text: str) -> list[Span]:
         if "\\" in text:
@@ -142,7 +139,15 @@ class NumberFinder:
         for match in RUN.finditer(text):
             start, end = match.span()
             if start < last_end:
-                continue  # inside a value already found
+                # Inside a value already found ("NL91ABNA0417164300  13812345678", found from
+                # its check digits): what follows the value in the run is a run of its own.
+                if end - last_end < 6:
+                    continue
+                inner = RUN.search(text, last_end, end)
+                if inner is None:
+                    continue
+                match = inner
+                start, end = match.span()
             before = text[start - 1] if start else " "
             if start > 1:
                 # The commonest look-alikes, turned away before any call: digits glued to
@@ -257,7 +262,7 @@ class NumberFinder:
             if count <= 19 and _CARD_SHAPE.fullmatch(run) and checks.card_ok(digits):
                 # Issuer, length and Luhn are evidence enough: no label makes it an order number.
                 return (start, end, "card", digits)
-            if count > 15 or _labelled(text, start, self._labels):
+            if count > 15 or _labelled(text, start):
                 return None
             return self._phone(text, start, end, run, digits, before)
         if count == 11 and "." in run and _CPF.fullmatch(run) and checks.br_cpf_ok(run):
@@ -266,7 +271,7 @@ class NumberFinder:
             return self._nino(text, start, end)
         # Every other kind right after a label is that label's number ("order 4111…", "#…"):
         # asked before any checksum, as most labelled numbers would fail them anyway.
-        if _labelled(text, start, self._labels):
+        if _labelled(text, start):
             return None
         if count == 9 and _SSN.fullmatch(run):  # an SSN's shape, and nothing else's
             return (start, end, "national_id", None) if checks.us_ssn_ok(run) else None
@@ -300,7 +305,7 @@ class NumberFinder:
         e164 = self._phone_memo.get(key, _UNKNOWN)
         if e164 is _UNKNOWN:
             e164 = self._e164(*key)
-        if e164 is None or (before in "(+" and _labelled(text, start, self._labels)):
+        if e164 is None or (before in "(+" and _labelled(text, start)):
             return None  # (without its "(" or "+", the number was not labelled: see _plain)
         return (start, end, "phone", e164)  # type: ignore[return-value]
 
@@ -362,17 +367,14 @@ class NumberFinder:
 
     @staticmethod
     def _iban_near(text: str, start: int) -> Span | None:
-        """An IBAN whose digits begin at ``start`` (``DE89 3704…``) or later, after letters or
-        digits of its BBAN (``GB82 WEST 1234…``, ``NL91ABNA0417…``, ``IT60X0542811…``,
-        ``IT44 A394 5592…``, ``KZ86125KZT50…``): its head (country code and check digits) is
-        at most ``_IBAN_REACH`` characters before, with only capitals, digits and single
-        spaces between."""
-        if _IBAN_HEAD.search(text, max(0, start - _IBAN_REACH), start + 2) is None:
+        """An IBAN whose digits begin at ``start`` (``DE89 3704…``, and the check digits of
+        every IBAN: ``RUN`` begins a run there even when letters follow them, ``IT60X054…``,
+        ``AZ21NABZ…``) or a few characters later (``GB82 WEST 1234…``, ``NL91ABNA0417…``)."""
+        if _IBAN_HEAD.search(text, max(0, start - 10), start + 2) is None:
             return None  # no country code and check digits near: most calls
-        heads = _iban_heads(text, start)
-        if start > 1 and text[start - 2 : start] in _IBAN_COUNTRIES:
-            heads.insert(0, start - 2)  # the run begins with the check digits
-        for head in heads:
+        for head in (start - 2, start - 3, start - 8, start - 10):
+            if head < 0 or text[head : head + 2] not in _IBAN_COUNTRIES:
+                continue
             if not text[head + 2 : head + 4].isdigit():
                 continue
             if head and _ascii_word(text[head - 1]):
@@ -448,10 +450,13 @@ Check = Callable[[str], bool]
 _LABEL_ENDS = frozenset("\"':=#.单号")
 
 
-def _labelled(text: str, start: int, memo: dict[str, bool]) -> bool:
+def _labelled(text: str, start: int) -> bool:
     """A number right after ``order``, ``tracking``, ``#``… is that label's number. What
-    precedes a number repeats (``"created_at": "``), so the answer is remembered by it, in
-    ``memo`` (its finder's: see ``NumberFinder.__init__``)."""
+    precedes a number repeats (``"created_at": "``), in a run and from run to run, so the
+    answer is remembered for the process: by a keyed hash of the 24 characters before the
+    number (``_MEMO_SALT``), never by the characters, which would keep fragments of every
+    tenant's text in memory. Two texts with one hash (one chance in 2**64 a pair) would give
+    one the other's answer."""
     if start == 0:
         return False
     last = text[start - 1]
@@ -460,45 +465,22 @@ def _labelled(text: str, start: int, memo: dict[str, bool]) -> bool:
     if not (last in _WORD or last in _LABEL_ENDS or last.isspace()):
         return False
     before = text[max(0, start - 24) : start]
-    labelled = memo.get(before)
+    key = hash(_MEMO_SALT + before)
+    labelled = _LABELLED.get(key)
     if labelled is None:
-        if len(memo) >= LABEL_MEMO_SIZE:
-            memo.clear()
-        labelled = memo[before] = _LABEL.search(before.lower()) is not None
+        if len(_LABELLED) >= LABEL_MEMO_SIZE:
+            _LABELLED.clear()
+        labelled = _LABELLED[key] = _LABEL.search(before.lower()) is not None
     return labelled
 
 
-# How many label verdicts a finder remembers (then it starts again).
+_LABELLED: dict[int, bool] = {}
+# Random per process: str hashes are SipHash keyed by the process's own secret, and by this
+# alone where PYTHONHASHSEED fixes that secret.
+_MEMO_SALT = secrets.token_hex(16)
+# How many label verdicts are remembered (then it starts again).
 LABEL_MEMO_SIZE = 4096
 
-
-def _iban_heads(text: str, start: int) -> list[int]:
-    """Where an IBAN's head (a country code of the registry, two digits) stands before
-    ``start`` with only capitals, digits and single spaces between, nearest first: a BBAN may
-    begin with letters (``GB82 WEST``, ``IT60X054…``) or hold letters among its digits
-    (``KZ86125KZT…``), so that its first run of digits begins well after the head."""
-    heads: list[int] = []
-    low = start - _IBAN_REACH if start > _IBAN_REACH else 0
-    i = start - 1
-    while i >= 3 and i >= low:
-        char = text[i]
-        if "0" <= char <= "9":
-            if "0" <= text[i - 1] <= "9" and text[i - 3 : i - 1] in _IBAN_COUNTRIES:
-                head = i - 3
-                if head == 0 or text[head - 1] not in _WORD:
-                    heads.append(head)
-        elif char == " ":
-            if text[i - 1] == " ":
-                break
-        elif not "A" <= char <= "Z":
-            break
-        i -= 1
-    return heads
-
-
-# How far before a run of digits an IBAN's head may stand: 34 characters at most, and the
-# spaces of groups of four.
-_IBAN_REACH = 42
 
 # JSON's escapes (``_unescaped``).
 _ESCAPE = re.compile(r"\\(?:u([0-9A-Fa-f]{4})|[\\\"bfnrt])")
