@@ -17,3 +17,11 @@ def lookup_payment(arguments: dict[str, Any], context: Any) -> dict[str, Any]:
         ),
         "order_id": "ORD-55213",
     }
+
+
+def lookup_household(arguments: dict[str, Any], context: Any) -> dict[str, Any]:
+    """A household registration record: the resident ID in free text, declared nowhere."""
+    return {
+        "record": "户籍：成都市武侯区。身份证号 510107198805062185，登记于2009年。",
+        "order_id": "ORD-55213",
+    }

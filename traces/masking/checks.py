@@ -117,34 +117,42 @@ _BASE_36_IN_DECIMAL = str.maketrans(
 
 
 def cn_resident_id_ok(value: str) -> bool:
-    """GB 11643 as ``stdnum.cn.ric`` checks it (check digit, birth date, birth place), with
-    the birth-place lookup cached by area and year (the library reads its table each call)
-    and the birth date read directly (the library cleans the number again first)."""
+    """GB 11643: the check digit and the birth date as ``stdnum.cn.ric`` checks them, and an
+    area code that is or was a county's in GB/T 2260 (stdnum's table), whatever the birth
+    year. ``stdnum.cn.ric.get_birth_place`` also wants the county to exist in the birth year,
+    but the code is the household registration where the ID was issued, not the birthplace at
+    birth: everyone registered in Pudong (310115, created 1993) and born before carries one.
+    The birth date is read directly (the library cleans the number again first)."""
     compact = value.replace(" ", "").upper()
     if len(compact) != 18 or not compact[:17].isdigit():
         return False
     if _ric.calc_check_digit(compact) != compact[17]:
         return False
     try:  # _ric.get_birth_date, on a number already compact
-        year = datetime.date(int(compact[6:10]), int(compact[10:12]), int(compact[12:14])).year
+        datetime.date(int(compact[6:10]), int(compact[10:12]), int(compact[12:14]))
     except ValueError:
         return False
-    return _birth_place_ok(compact[:6], year)
+    return compact[:6] in CN_AREAS
 
 
-@lru_cache(maxsize=8192)
-def _birth_place_ok(area: str, year: int) -> bool:
-    number = f"{area}{year:04d}0101001"
-    number += _ric.calc_check_digit(number + "0")
-    try:
-        _ric.get_birth_place(number)
-    except ValueError:
-        return False
-    except KeyError:
-        # stdnum's table knows the area only as a province or prefecture ("110001"), with no
-        # county: the library fails where it means "no such birth place".
-        return False
-    return True
+def _cn_areas() -> frozenset[str]:
+    """Every six-digit code stdnum's GB/T 2260 table names a county for, in any year (its
+    ``[1993-]`` and ``[-2010]`` marks are the years a code was in use). A code the table knows
+    only as a province or prefecture (``110001``) names no county and is not one."""
+    from stdnum import numdb
+
+    areas: set[str] = set()
+    for length, low, high, _, counties in numdb.get("cn/loc").prefixes:
+        for county_length, county_low, county_high, props, _ in counties:
+            if "county" not in props:
+                continue
+            for province in range(int(low), int(high) + 1):
+                for county in range(int(county_low), int(county_high) + 1):
+                    areas.add(f"{province:0{length}d}{county:0{county_length}d}")
+    return frozenset(areas)
+
+
+CN_AREAS = _cn_areas()
 
 
 def us_ssn_ok(value: str) -> bool:

@@ -19,6 +19,7 @@ and one after ``created_at``, ``timestamp``, ``date``… is a time.
 from __future__ import annotations
 
 import re
+import secrets
 from collections.abc import Callable
 
 from traces.masking import checks
@@ -63,7 +64,11 @@ _TURNED_AWAY = (
     r"(?!(?<=[0-9],\d)\d\d\.\d++" + _RUN_END + r"|(?<=[^A-Za-z0-9_ \-]\d)"
     r"(?:\d*+\.\d{1,2}+|\d{0,2}+\.\d{1,3}+\.\d{1,3}+\.\d{1,3}+)" + _RUN_END + ")"
 )
-RUN = re.compile(_RUN_START + _TURNED_AWAY + _RUN_BODY)
+# Or an IBAN's check digits, after two capitals and before a group of four: where its BBAN
+# holds letters among its digits (``AZ21NABZ0000…``, ``IT60X0542…``, ``MT84MALT0110…``) no
+# other run of six characters need begin before, or in, it (``NumberFinder._iban_near``).
+_IBAN_CHECK_DIGITS = r"(?<=[A-Z][A-Z]\d)\d(?= ?[A-Z0-9]{4})"
+RUN = re.compile(_RUN_START + _TURNED_AWAY + "(?:" + _RUN_BODY + "|" + _IBAN_CHECK_DIGITS + ")")
 # Two separators in a row, other than a parenthesis and a space ("(718) 951", "+1 (718)").
 _BREAK = re.compile(r"[ \-./]{2,}|[\-./]\(|\)[.(/]|\([ \-./]")
 _PART = re.compile(r"\d(?:\d|[ \-./](?=\d)|\) ?(?=\d)|[ \-./]?\((?=\d))*")
@@ -78,7 +83,7 @@ _SSN = re.compile(r"\d{3}([- ])\d\d\1\d{4}")
 _AADHAAR = re.compile(r"\d{12}|\d{4}([ -])\d{4}\1\d{4}")
 _CPF = re.compile(r"\d{3}\.\d{3}\.\d{3}-\d\d|\d{11}")
 _CARD_SHAPE = re.compile(
-    r"\d{13,19}|\d{4}([ -])\d{4}\1\d{4}\1\d{4}(?:\1\d{1,3})?|\d{4} \d{6} \d{4,5}"
+    r"\d{13,19}|\d{4}([ -])\d{4}\1\d{4}\1\d{4}(?:\1\d{1,3})?|\d{4}([ -])\d{6}\2\d{4,5}"
 )
 _RESIDENT = re.compile(r"\d{17}[\dXx]|\d{6} \d{8} \d{3}[\dXx]")
 _IBAN = re.compile(r"[A-Z]{2}\d\d(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?(?![A-Za-z0-9])")
@@ -124,13 +129,25 @@ class NumberFinder:
         self._phone_memo: dict[tuple[str, bool, str], str | None] = {}
 
     def find(self, text: str) -> list[Span]:
+        if "\\" in text:
+            # JSON written with its escapes (``json.dumps``' default): "\u8bc1510107…" reads as
+            # "证510107…". Same length, so every span found is where it is in ``text``.
+            text = _ESCAPE.sub(_unescaped, text)
         spans: list[Span] = []
         last_end = 0
         countries, word = _IBAN_COUNTRIES, _WORD
         for match in RUN.finditer(text):
             start, end = match.span()
             if start < last_end:
-                continue  # inside a value already found
+                # Inside a value already found ("NL91ABNA0417164300  13812345678", found from
+                # its check digits): what follows the value in the run is a run of its own.
+                if end - last_end < 6:
+                    continue
+                inner = RUN.search(text, last_end, end)
+                if inner is None:
+                    continue
+                match = inner
+                start, end = match.span()
             before = text[start - 1] if start else " "
             if start > 1:
                 # The commonest look-alikes, turned away before any call: digits glued to
@@ -142,6 +159,7 @@ class NumberFinder:
                         and before not in "XYZ"
                         and end - start != 6
                         and text[start - 8 : start - 6] not in countries
+                        and not (before == "B" and text[start - 3 : start - 1] == "%2")
                     ):
                         continue
                 elif before == "-" and text[start - 2] in word:
@@ -189,6 +207,13 @@ class NumberFinder:
         after = text[end] if end < len(text) else " "
         if before in _URL_OR_TIME and self._in_url_or_time(text, start, before):
             return None
+        if before == "B" and start > 2 and text[start - 3 : start - 1] == "%2":
+            # "?phone=%2B8613812345678": "%2B" is a "+" written in a URL's query.
+            digits = run if run.isdigit() else run.translate(_SEPARATORS)
+            if not 7 <= len(digits) <= 15:
+                return None
+            e164 = self._e164(digits, True, "")
+            return (start, end, "phone", e164) if e164 else None
         if before in _WORD or (before == "-" and start > 1 and text[start - 2] in _WORD):
             # Glued to letters: only an IBAN, NIE or resident-ID-like start is of interest.
             return self._letter_led(text, start, end, before)
@@ -329,7 +354,12 @@ class NumberFinder:
         tail = end + 1
         if tail < len(text) and _ascii_word(text[tail]):
             return None  # digits inside a word
-        if after in "Xx" and len(run) == 17 and checks.cn_resident_id_ok(run + after):
+        if (
+            after in "Xx"
+            and len(run) in (17, 19)
+            and _RESIDENT.fullmatch(run + after)
+            and checks.cn_resident_id_ok(run + after)
+        ):  # "11010519491231002X", "110105 19491231 002X"
             return (start, tail, "national_id", None)
         if "A" <= after <= "Z" and len(run) == 8 and checks.es_dni_ok(run + after):
             return (start, tail, "national_id", None)
@@ -337,8 +367,9 @@ class NumberFinder:
 
     @staticmethod
     def _iban_near(text: str, start: int) -> Span | None:
-        """An IBAN whose digits begin at ``start`` (``DE89 3704…``) or a few characters later
-        (``GB82 WEST 1234…``, ``NL91ABNA0417…``)."""
+        """An IBAN whose digits begin at ``start`` (``DE89 3704…``, and the check digits of
+        every IBAN: ``RUN`` begins a run there even when letters follow them, ``IT60X054…``,
+        ``AZ21NABZ…``) or a few characters later (``GB82 WEST 1234…``, ``NL91ABNA0417…``)."""
         if _IBAN_HEAD.search(text, max(0, start - 10), start + 2) is None:
             return None  # no country code and check digits near: most calls
         for head in (start - 2, start - 3, start - 8, start - 10):
@@ -382,17 +413,24 @@ class NumberFinder:
             return (start > 1 and text[start - 2].isdigit()) or _MASKED_FORM.search(
                 text, max(0, start - 42), start
             ) is not None
+        # In a URL's query (``?iban=…&phone=…``) values are what they look like, labels
+        # included (``?ts=…``, ``&order_id=…``): only a path's digits are the URL's.
         # The token starts after the last space, newline, quote or "<". In the 64 characters
         # before (a URL is rarely longer): the last "://" there, if no boundary follows it.
         window = max(0, start - 64)
         scheme = text.rfind("://", window, start)
         if scheme >= 0:
-            return _NO_BOUND.fullmatch(text, scheme + 3, start) is not None
+            return (
+                _NO_BOUND.fullmatch(text, scheme + 3, start) is not None
+                and text.find("?", scheme + 3, start) < 0
+            )
         if not window or _NO_BOUND.fullmatch(text, window, start) is None:
             return False  # the token starts in the window, and holds no "://"
         # A token longer than the window: where it starts, from the whole text.
         token_start = max(text.rfind(c, 0, window) for c in _URL_BOUNDS)
-        return "://" in text[token_start + 1 : start]
+        token = text[token_start + 1 : start]
+        scheme = token.rfind("://")
+        return scheme >= 0 and token.find("?", scheme) < 0
 
 
 def _amount_or_address(run: str, before: str) -> bool:
@@ -410,12 +448,15 @@ Check = Callable[[str], bool]
 
 # What a label can end with, other than an ASCII letter (``_LABEL``).
 _LABEL_ENDS = frozenset("\"':=#.单号")
-_LABELLED: dict[str, bool] = {}  # by the 24 characters before a number
 
 
 def _labelled(text: str, start: int) -> bool:
     """A number right after ``order``, ``tracking``, ``#``… is that label's number. What
-    precedes a number repeats (``"created_at": "``), so the answer is cached by it."""
+    precedes a number repeats (``"created_at": "``), in a run and from run to run, so the
+    answer is remembered for the process: by a keyed hash of the 24 characters before the
+    number (``_MEMO_SALT``), never by the characters, which would keep fragments of every
+    tenant's text in memory. Two texts with one hash (one chance in 2**64 a pair) would give
+    one the other's answer."""
     if start == 0:
         return False
     last = text[start - 1]
@@ -424,9 +465,39 @@ def _labelled(text: str, start: int) -> bool:
     if not (last in _WORD or last in _LABEL_ENDS or last.isspace()):
         return False
     before = text[max(0, start - 24) : start]
-    labelled = _LABELLED.get(before)
+    key = hash(_MEMO_SALT + before)
+    labelled = _LABELLED.get(key)
     if labelled is None:
-        if len(_LABELLED) >= 4096:
+        if len(_LABELLED) >= LABEL_MEMO_SIZE:
             _LABELLED.clear()
-        labelled = _LABELLED[before] = _LABEL.search(before.lower()) is not None
+        labelled = _LABELLED[key] = _LABEL.search(before.lower()) is not None
     return labelled
+
+
+_LABELLED: dict[int, bool] = {}
+# Random per process: str hashes are SipHash keyed by the process's own secret, and by this
+# alone where PYTHONHASHSEED fixes that secret.
+_MEMO_SALT = secrets.token_hex(16)
+# How many label verdicts are remembered (then it starts again).
+LABEL_MEMO_SIZE = 4096
+
+
+# JSON's escapes (``_unescaped``).
+_ESCAPE = re.compile(r"\\(?:u([0-9A-Fa-f]{4})|[\\\"bfnrt])")
+
+
+def _unescaped(match: re.Match[str]) -> str:
+    """A JSON escape as what it stands for, padded to its length with NULs before it, so
+    that what is around a number is what it would be unescaped (``\\n`` a newline,
+    ``\\u8bc1`` "证", ``\\"`` a quote); a digit, an ASCII letter or a surrogate becomes a NUL
+    (no number starts or continues in an escape)."""
+    escaped = match.group(0)
+    code = match.group(1)
+    if code is None:
+        char = {"n": "\n", "r": "\r", "t": "\t", '"': '"'}.get(escaped[1], "\x00")
+    else:
+        value = int(code, 16)
+        char = "\x00" if 0xD800 <= value <= 0xDFFF else chr(value)
+        if char.isdigit() or (char.isascii() and char.isalnum()):
+            char = "\x00"
+    return "\x00" * (len(escaped) - 1) + char

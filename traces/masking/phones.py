@@ -18,6 +18,7 @@ India write mobiles without it.
 from __future__ import annotations
 
 import re
+import secrets
 from functools import lru_cache
 from typing import cast
 
@@ -347,8 +348,13 @@ _GROUPS_OF: dict[str, list[str]] = {}
 
 def _national_shape(region: str, nsn: str) -> str:
     """How the region writes ``nsn`` nationally, digits as ``d`` (``0d dd dd dd dd``). The
-    format depends on the leading digits and the length only, so it is cached by those."""
-    key = (region, nsn[:6], len(nsn))
+    format depends on the leading digits and the length only, so it is cached by those, for
+    the process: under a keyed hash of them (SipHash, keyed by the process's secret and
+    ``_SHAPE_SALT``), never the digits themselves, which would keep the first six digits of
+    every tenant's numbers in memory. Two keys with one hash (one chance in 2**64 a pair)
+    would give a number another format's shape, which only ever decides which default region
+    a number valid in several is taken for."""
+    key = hash(f"{_SHAPE_SALT}{region}{len(nsn)}:{nsn[:6]}")
     shape = _SHAPES.get(key)
     if shape is None:
         if len(_SHAPES) > 65536:
@@ -357,7 +363,9 @@ def _national_shape(region: str, nsn: str) -> str:
     return shape
 
 
-_SHAPES: dict[tuple[str, str, int], str] = {}
+_SHAPES: dict[int, str] = {}
+# Random per process: with PYTHONHASHSEED set, the hash is keyed by this alone.
+_SHAPE_SALT = secrets.token_hex(16)
 
 
 def _shape_for(region: str, nsn: str) -> str:
