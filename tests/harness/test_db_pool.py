@@ -290,3 +290,29 @@ def test_the_shipped_server_reuses_connections_across_sync_runs(demo, tmp_path, 
     else:
         assert opened >= SYNC_RUNS, opened  # what the pool saves: one or more per run
     connection.close()
+
+
+@on_postgresql
+@pytest.mark.worker
+def test_a_celery_prefork_worker_with_the_pool_finishes_async_runs(acme, start_worker) -> None:
+    """The pool is per process and must not cross the prefork fork: Celery's Django fix-up
+    closes it in each child and around each task (celery 5.7). Runs one after another in the
+    same child all finish, on the pool as configured by default."""
+    worker = start_worker(pool="prefork")
+    ids = []
+    for _ in range(3):
+        response = acme.post(
+            "/api/v1/runs",
+            {"agent": "ticket-assistant", "user": "bob", "input": QUESTION, "mode": "async"},
+        )
+        assert response.status_code == 202, response.content
+        ids.append(response.json()["id"])
+    deadline = time.monotonic() + 90
+    statuses: dict[str, str] = {}
+    while time.monotonic() < deadline:
+        statuses = {i: acme.get(f"/api/v1/runs/{i}").json()["status"] for i in ids}
+        if not {"queued", "running"} & set(statuses.values()):
+            break
+        time.sleep(0.3)
+    assert set(statuses.values()) == {"succeeded"}, (statuses, worker.log()[-3000:])
+    assert "Traceback" not in worker.log(), worker.log()[-3000:]
