@@ -390,7 +390,7 @@ SERVERS = {
 
 @contextmanager
 def _server(name: str, args: list[str], env: dict[str, str]):
-    """A gunicorn of the project on a free loopback port; yields the port."""
+    """A gunicorn of the project on a free loopback port; yields the port and its pid."""
     from bench.support.procs import _stop, free_port
 
     port = free_port()
@@ -419,10 +419,26 @@ def _server(name: str, args: list[str], env: dict[str, str]):
                 if proc.poll() is not None or time.monotonic() > deadline:
                     raise SystemExit(f"gunicorn ({name}) did not start; see {log_path}") from None
                 time.sleep(0.2)
-        yield port
+        yield port, proc.pid
     finally:
         _stop([proc])
         log.close()
+
+
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) used so far by process ``pid`` and its children alive."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if entry.name == str(pid) or fields[1] == str(pid):
+            total += int(fields[11]) + int(fields[12])
+    return total / ticks
 
 
 def sync_api_gunicorn() -> None:
@@ -432,16 +448,20 @@ def sync_api_gunicorn() -> None:
     body = json.dumps({"agent": "bench", "user": "bob", "input": "go"})
     results: dict[str, list] = {name: [] for name in SERVERS}
     with ExitStack() as stack:
-        ports = {
+        servers = {
             name: stack.enter_context(_server(name, args, env))
             for name, (_, args, env) in SERVERS.items()
         }
-        for port in ports.values():
+        for port, _ in servers.values():
             _http_burst(port, key, body, runs=HTTP_CLIENTS * 2, seconds=30)  # warm each worker
         for rep in range(REPS):
             order = list(SERVERS) if rep % 2 == 0 else list(reversed(SERVERS))
             for name in order:
-                results[name].append(_http_burst(ports[name], key, body, HTTP_RUNS, HTTP_S))
+                port, pid = servers[name]
+                cpu = _cpu_s(pid)
+                done, failed, elapsed, latencies = _http_burst(port, key, body, HTTP_RUNS, HTTP_S)
+                cpu_ms = (_cpu_s(pid) - cpu) * 1e3 / max(done, 1)
+                results[name].append((done, failed, elapsed, latencies, cpu_ms))
     print(
         f"sync runs through the API, real gunicorn, {HTTP_CLIENTS} clients on loopback "
         f"(≤ {HTTP_RUNS} runs or {HTTP_S} s a round, {REPS} rounds alternating):"
@@ -449,13 +469,14 @@ def sync_api_gunicorn() -> None:
     figures = {}
     for name, (label, _, _) in SERVERS.items():
         rounds = results[name]
-        rate = statistics.median(done / elapsed for done, _, elapsed, _ in rounds)
-        p50 = statistics.median(statistics.median(lat) for _, _, _, lat in rounds if lat) * 1e3
-        failures = sum(failed for _, failed, _, _ in rounds)
-        each = ", ".join(f"{done / elapsed:.1f}" for done, _, elapsed, _ in rounds)
+        rate = statistics.median(r[0] / r[2] for r in rounds)
+        p50 = statistics.median(statistics.median(r[3]) for r in rounds if r[3]) * 1e3
+        cpu_ms = statistics.median(r[4] for r in rounds)
+        failures = sum(r[1] for r in rounds)
+        each = ", ".join(f"{r[0] / r[2]:.1f}" for r in rounds)
         print(
-            f"  {label:<48} {rate:5.1f} runs/s, p50 {p50:4.0f} ms (rounds: {each} runs/s; "
-            f"{failures} failed)"
+            f"  {label:<48} {rate:5.1f} runs/s, p50 {p50:4.0f} ms, server CPU {cpu_ms:4.1f} ms "
+            f"a run (rounds: {each} runs/s; {failures} failed)"
         )
         figures[name] = (rate, p50)
     pairs = zip(results["shipped"], results["wsgi"], strict=True)
