@@ -30,5 +30,6 @@ RUN DJANGO_SECRET_KEY=collectstatic-only python manage.py collectstatic --no-inp
 USER harness
 EXPOSE 8000
 # ASGI (uvicorn workers), as docker-compose's web: a live event stream holds no thread (README
-# "Live events"); no persistent database connections under ASGI unless the operator sets them.
+# "Live events"); no per-thread persistent connections under ASGI: PostgreSQL connections are
+# pooled per process instead (HARNESS_DB_POOL, on by default; README "Configuration").
 CMD ["sh", "-c", "HARNESS_DB_CONN_MAX_AGE=${HARNESS_DB_CONN_MAX_AGE:-0} exec gunicorn harness.asgi:application -k uvicorn_worker.UvicornWorker --bind 0.0.0.0:8000 --workers 3 --timeout 120"]

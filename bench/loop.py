@@ -15,8 +15,9 @@ Options (environment), each with its default (``BENCH_QUICK=1``: smaller batches
 run): ``BENCH_REPS`` (3) repetitions of each timing, whose median is printed; ``BENCH_RUNS``
 (30) runs for the loop overhead; ``BENCH_STATEMENT_RUNS`` (5); ``BENCH_LENGTHS`` (``5,20,80``)
 and ``BENCH_LENGTH_REPS`` (3); ``BENCH_API_RUNS`` (30, in-process client, per repetition);
-``BENCH_HTTP_RUNS`` (300) / ``BENCH_HTTP_S`` (20) / ``BENCH_HTTP_CLIENTS`` (8): gunicorn, at
-most so many runs or seconds per repetition, concurrent clients; ``BENCH_ASYNC_RUNS`` (40, per
+``BENCH_HTTP_RUNS`` (300) / ``BENCH_HTTP_S`` (20) / ``BENCH_HTTP_CLIENTS`` (8): the shipped
+ASGI server and the threaded WSGI one, in alternating rounds, at most so many runs or seconds
+a round, concurrent clients; ``BENCH_ASYNC_RUNS`` (40, per
 repetition); ``BENCH_CONCURRENT`` (24) runs of ``BENCH_CONCURRENT_STEPS`` (10) steps;
 ``BENCH_GOODPUT_RUNS`` (20) and ``BENCH_GOODPUT_TOKENS`` (6000); ``BENCH_SKIP``, a comma list
 of ``statements,overhead,lengths,api,http,async,goodput,concurrent``.
@@ -33,6 +34,7 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -369,33 +371,137 @@ def sync_api_in_process() -> None:
     )
 
 
-def sync_api_gunicorn() -> None:
-    from bench.support.procs import gunicorn
+# The server the project ships (scripts/run-demo.sh, docker-compose.yml, the Dockerfile) and,
+# beside it while both exist, the threaded WSGI server the engine was first measured on, with
+# the persistent connections it had then (no pool).
+SERVERS = {
+    "shipped": (
+        "ASGI, gunicorn + uvicorn workers x 2 (shipped)",
+        ["harness.asgi:application", "-k", "uvicorn_worker.UvicornWorker", "--workers", "2"],
+        {"HARNESS_DB_CONN_MAX_AGE": "0"},
+    ),
+    "wsgi": (
+        "WSGI, gunicorn 2 workers x 4 threads, no pool",
+        ["harness.wsgi:application", "--workers", "2", "--threads", "4", "-k", "gthread"],
+        {"HARNESS_DB_POOL": "off", "HARNESS_DB_CONN_MAX_AGE": "60"},
+    ),
+}
 
+
+@contextmanager
+def _server(name: str, args: list[str], env: dict[str, str]):
+    """A gunicorn of the project on a free loopback port; yields the port and its pid."""
+    from bench.support.procs import _stop, free_port
+
+    port = free_port()
+    log_path = ROOT / "var" / f"bench-{name}.log"
+    log = open(log_path, "w")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "gunicorn", *args),
+            *("--bind", f"127.0.0.1:{port}", "--timeout", "120", "--log-level", "warning"),
+        ],
+        cwd=ROOT,
+        env=os.environ | {"DJANGO_SETTINGS_MODULE": "harness.settings.base"} | env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+                conn.request("GET", "/healthz")
+                conn.getresponse().read()
+                conn.close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise SystemExit(f"gunicorn ({name}) did not start; see {log_path}") from None
+                time.sleep(0.2)
+        yield port, proc.pid
+    finally:
+        _stop([proc])
+        log.close()
+
+
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) used so far by process ``pid`` and its children alive."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if entry.name == str(pid) or fields[1] == str(pid):
+            total += int(fields[11]) + int(fields[12])
+    return total / ticks
+
+
+def sync_api_gunicorn() -> None:
+    """Both servers up at once, measured in alternating rounds (the order swapped each round),
+    so that a change in the machine's load falls on both alike."""
     key = _api_key("acme")
     body = json.dumps({"agent": "bench", "user": "bob", "input": "go"})
-    with gunicorn(workers=2, threads=4) as port:
-        _http_burst(port, key, body, runs=HTTP_CLIENTS, seconds=30)  # warm both workers
-        results = [_http_burst(port, key, body, HTTP_RUNS, HTTP_S) for _ in range(REPS)]
-    rates = [done / elapsed for done, _, elapsed in results]
-    failures = sum(failed for _, failed, _ in results)
-    rate = statistics.median(rates)
+    results: dict[str, list] = {name: [] for name in SERVERS}
+    with ExitStack() as stack:
+        servers = {
+            name: stack.enter_context(_server(name, args, env))
+            for name, (_, args, env) in SERVERS.items()
+        }
+        for port, _ in servers.values():
+            _http_burst(port, key, body, runs=HTTP_CLIENTS * 2, seconds=30)  # warm each worker
+        for rep in range(REPS):
+            order = list(SERVERS) if rep % 2 == 0 else list(reversed(SERVERS))
+            for name in order:
+                port, pid = servers[name]
+                cpu = _cpu_s(pid)
+                done, failed, elapsed, latencies = _http_burst(port, key, body, HTTP_RUNS, HTTP_S)
+                cpu_ms = (_cpu_s(pid) - cpu) * 1e3 / max(done, 1)
+                results[name].append((done, failed, elapsed, latencies, cpu_ms))
     print(
-        f"sync runs through the API, gunicorn 2 workers x 4 threads, {HTTP_CLIENTS} clients on "
-        f"loopback: {rate:.1f} runs/s (≤ {HTTP_RUNS} runs or {HTTP_S} s x {REPS}; "
-        f"{failures} failed)"
+        f"sync runs through the API, real gunicorn, {HTTP_CLIENTS} clients on loopback "
+        f"(≤ {HTTP_RUNS} runs or {HTTP_S} s a round, {REPS} rounds alternating):"
     )
+    figures = {}
+    for name, (label, _, _) in SERVERS.items():
+        rounds = results[name]
+        rate = statistics.median(r[0] / r[2] for r in rounds)
+        p50 = statistics.median(statistics.median(r[3]) for r in rounds if r[3]) * 1e3
+        cpu_ms = statistics.median(r[4] for r in rounds)
+        failures = sum(r[1] for r in rounds)
+        each = ", ".join(f"{r[0] / r[2]:.1f}" for r in rounds)
+        print(
+            f"  {label:<48} {rate:5.1f} runs/s, p50 {p50:4.0f} ms, server CPU {cpu_ms:4.1f} ms "
+            f"a run (rounds: {each} runs/s; {failures} failed)"
+        )
+        figures[name] = (rate, p50)
+    pairs = zip(results["shipped"], results["wsgi"], strict=True)
+    ratios = [(s[0] / s[2]) / (w[0] / w[2]) for s, w in pairs]
+    print(f"  shipped ÷ WSGI, round by round: {', '.join(f'{r:.2f}x' for r in ratios)}")
+    (rate, p50), (wsgi_rate, wsgi_p50) = figures["shipped"], figures["wsgi"]
     verdict(
-        f"sync API {rate:.1f} runs/s (gunicorn)",
+        f"sync API {rate:.1f} runs/s, p50 {p50:.0f} ms (shipped ASGI server)",
         f"≥ {TARGET_SYNC_RPS} runs/s",
         rate >= TARGET_SYNC_RPS,
+    )
+    verdict(
+        f"shipped ÷ WSGI in the same sitting: {rate / wsgi_rate:.2f}x runs/s, p50 "
+        f"{p50:.0f} vs {wsgi_p50:.0f} ms",
+        "≥ 1x runs/s, p50 no worse",
+        rate >= wsgi_rate and p50 <= wsgi_p50,
     )
 
 
 def _http_burst(port: int, key: str, body: str, runs: int, seconds: float):
-    """Clients post sync runs until ``runs`` were started or ``seconds`` passed."""
+    """Clients post sync runs until ``runs`` were started or ``seconds`` passed: runs done,
+    failed, the seconds taken and each successful request's latency."""
     lock = threading.Lock()
     state = {"started": 0, "done": 0, "failed": 0, "errors": []}
+    latencies: list[float] = []
     started = time.perf_counter()
     headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
 
@@ -406,6 +512,7 @@ def _http_burst(port: int, key: str, body: str, runs: int, seconds: float):
                 if state["started"] >= runs or time.perf_counter() - started > seconds:
                     break
                 state["started"] += 1
+            sent = time.perf_counter()
             try:
                 conn.request("POST", "/api/v1/runs", body=body, headers=headers)
                 response = conn.getresponse()
@@ -415,9 +522,12 @@ def _http_burst(port: int, key: str, body: str, runs: int, seconds: float):
                 ok, payload = False, repr(error).encode()
                 conn.close()
                 conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+            took = time.perf_counter() - sent
             with lock:
                 state["done" if ok else "failed"] += 1
-                if not ok and len(state["errors"]) < 3:
+                if ok:
+                    latencies.append(took)
+                elif len(state["errors"]) < 3:
                     state["errors"].append(payload[:300])
         conn.close()
 
@@ -429,7 +539,7 @@ def _http_burst(port: int, key: str, body: str, runs: int, seconds: float):
     elapsed = time.perf_counter() - started
     for error in state["errors"]:
         print(f"  a failed request: {error!r}")
-    return state["done"], state["failed"], elapsed
+    return state["done"], state["failed"], elapsed, latencies
 
 
 def _wait_terminal(ids: list, timeout_s: float = 600) -> None:

@@ -37,7 +37,8 @@ $PY manage.py check_tools >var/check-tools.log 2>&1 \
 .venv/bin/celery -A harness worker -B --schedule var/celerybeat-schedule --loglevel INFO \
   --concurrency 2 >var/worker.log 2>&1 &
 WORKER=$!
-# ASGI (uvicorn workers): live event streams are async and hold no thread each.
+# ASGI (uvicorn workers): live event streams are async and hold no thread each. On PostgreSQL
+# each worker pools its connections (HARNESS_DB_POOL, on by default).
 HARNESS_DB_CONN_MAX_AGE=0 .venv/bin/gunicorn harness.asgi:application \
   -k uvicorn_worker.UvicornWorker --bind "${HOST}:${PORT}" --workers 2 \
   --timeout 120 --access-logfile var/access.log --error-logfile var/web.log &

@@ -149,11 +149,7 @@ TEMPLATES = [
 # --- Database -------------------------------------------------------------------------------
 DATABASE_URL = env_str("DATABASE_URL")
 if DATABASE_URL:
-    DATABASES = {
-        "default": dj_database_url.parse(
-            DATABASE_URL, conn_max_age=env_int("HARNESS_DB_CONN_MAX_AGE", 60, minimum=0)
-        )
-    }
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL)}
 else:
     DATABASES = {
         "default": {"ENGINE": "django.db.backends.sqlite3", "NAME": VAR_DIR / "harness.sqlite3"}
@@ -167,6 +163,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "transaction_mode": "IMMEDIATE",
         "timeout": 20,
     }
+    if DATABASE_URL:
+        DATABASES["default"]["CONN_MAX_AGE"] = env_int("HARNESS_DB_CONN_MAX_AGE", 60, minimum=0)
 else:
     # Parameters travel apart from the statement text (no quoting of every value in Python),
     # and a statement a connection runs for the fifth time becomes a prepared one, parsed and
@@ -177,6 +175,30 @@ else:
         server_side_binding=True,
         prepare_threshold=env_int_or_off("HARNESS_DB_PREPARE_THRESHOLD", 5, minimum=0),
     )
+    # A pool of connections per process (psycopg_pool, through Django): a connection closed at
+    # the end of a request or a run goes back to the pool, open and with its statements still
+    # prepared, and the next one takes it. Without it the ASGI server (each request a thread of
+    # its own, so CONN_MAX_AGE must be 0) opened a connection, a server process, per sync run.
+    # Sizes are per process (README "Configuration"); a Celery prefork child's pool is its own
+    # (Celery's Django fix-up closes the pool in each child and around each task).
+    if env_bool("HARNESS_DB_POOL", default=True):
+        if env_int("HARNESS_DB_CONN_MAX_AGE", 0, minimum=0):
+            raise ImproperlyConfigured(
+                "HARNESS_DB_CONN_MAX_AGE must be 0 with the connection pool on (the pool keeps "
+                "the connections); HARNESS_DB_POOL=off keeps persistent connections instead"
+            )
+        _pool_max = env_int("HARNESS_DB_POOL_MAX_SIZE", 16, minimum=1)
+        DATABASES["default"]["OPTIONS"]["pool"] = {
+            "min_size": min(env_int("HARNESS_DB_POOL_MIN_SIZE", 2, minimum=0), _pool_max),
+            "max_size": _pool_max,
+            "timeout": env_float("HARNESS_DB_POOL_TIMEOUT_S", 10.0, minimum=0.1),
+        }
+        DATABASES["default"]["CONN_MAX_AGE"] = 0
+        # A pooled connection may have died while idle (a PostgreSQL restart): checked (one
+        # empty round trip) before it is handed out, a dead one is replaced.
+        DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    else:
+        DATABASES["default"]["CONN_MAX_AGE"] = env_int("HARNESS_DB_CONN_MAX_AGE", 60, minimum=0)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Redis, cache and Celery ----------------------------------------------------------------
