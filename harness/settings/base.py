@@ -181,8 +181,12 @@ else:
     # its own, so CONN_MAX_AGE must be 0) opened a connection, a server process, per sync run.
     # Sizes are per process (README "Configuration"); a Celery prefork child's pool is its own
     # (Celery's Django fix-up closes the pool in each child and around each task).
-    if env_bool("HARNESS_DB_POOL", default=True):
-        if env_int("HARNESS_DB_CONN_MAX_AGE", 0, minimum=0):
+    # A deployment that set HARNESS_DB_CONN_MAX_AGE above 0 (the setting predates the pool)
+    # asked for persistent connections: it keeps them, and only an explicit
+    # HARNESS_DB_POOL=on beside it is a contradiction.
+    _persistent_age = env_int("HARNESS_DB_CONN_MAX_AGE", 0, minimum=0)
+    if env_bool("HARNESS_DB_POOL", default=not _persistent_age):
+        if _persistent_age:
             raise ImproperlyConfigured(
                 "HARNESS_DB_CONN_MAX_AGE must be 0 with the connection pool on (the pool keeps "
                 "the connections); HARNESS_DB_POOL=off keeps persistent connections instead"

@@ -104,9 +104,16 @@ def test_no_pool_on_sqlite() -> None:
     assert "pool" not in database(DATABASE_URL="sqlite:////tmp/pool-probe.sqlite3")["OPTIONS"]
 
 
-def test_persistent_connections_with_the_pool_stop_start_up_naming_both() -> None:
+def test_persistent_connections_asked_for_keep_working_without_the_pool() -> None:
+    """A deployment's HARNESS_DB_CONN_MAX_AGE=60 from before the pool still starts, as before."""
+    db = database(DATABASE_URL=POSTGRES_URL, HARNESS_DB_CONN_MAX_AGE="60")
+    assert "pool" not in db["OPTIONS"]
+    assert db["CONN_MAX_AGE"] == 60
+
+
+def test_persistent_connections_with_the_pool_asked_for_stop_start_up_naming_both() -> None:
     with pytest.raises(ImproperlyConfigured, match=r"HARNESS_DB_CONN_MAX_AGE.*HARNESS_DB_POOL"):
-        load_settings(DATABASE_URL=POSTGRES_URL, HARNESS_DB_CONN_MAX_AGE="60")
+        load_settings(DATABASE_URL=POSTGRES_URL, HARNESS_DB_POOL="on", HARNESS_DB_CONN_MAX_AGE="60")
 
 
 @given(
