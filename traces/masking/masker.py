@@ -216,7 +216,13 @@ class Masker:
         return masked
 
     def _remember(self, clear: str, masked: str) -> None:
-        forms = {clear, json.dumps(clear)[1:-1]}  # also as it appears JSON-escaped
+        # Also as it appears JSON-escaped, both ways: ASCII-escaped (json.dumps' default) and
+        # with non-ASCII kept as is (the loop's tool messages are ensure_ascii=False).
+        forms = {
+            clear,
+            json.dumps(clear)[1:-1],
+            json.dumps(clear, ensure_ascii=False)[1:-1],
+        }
         added = False
         for form in forms:
             if len(form) >= MIN_KNOWN_LENGTH and form != masked and form not in self._known:
