@@ -156,3 +156,32 @@ def test_any_change_of_either_pinned_field_is_drift_and_none_else(description, e
     else:
         assert drift is not None
         assert drift.changed == changed
+
+
+def test_a_schema_advertised_in_another_key_order_is_not_named_beside_a_changed_description():
+    reordered = {
+        key: dict(reversed(list(value.items()))) if isinstance(value, dict) else value
+        for key, value in reversed(list(SCHEMA.items()))
+    }
+
+    drift = drift_of("Another description.", reordered)
+
+    assert drift is not None
+    assert drift.changed == ("description",)
+    changed_lines = [
+        line
+        for line in drift.diff.splitlines()
+        if line[:1] in "+-" and not line.startswith(("+++", "---"))
+    ]
+    assert changed_lines == [
+        f'-  "description": "{DESCRIPTION}",',
+        '+  "description": "Another description.",',
+    ]
+
+
+def test_the_hash_of_a_tool_without_a_description_is_that_of_an_empty_one():
+    canonical = json.dumps(
+        {"description": "", "input_schema": SCHEMA}, sort_keys=True, separators=(",", ":")
+    )
+
+    assert advertised_sha256(None, SCHEMA) == hashlib.sha256(canonical.encode()).hexdigest()
