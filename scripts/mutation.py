@@ -50,11 +50,11 @@ MODULES: dict[str, Module] = {
     "decisions": Module(
         ("harness/engine/decisions.py",),
         (
+            "tests/harness/test_refusal_errors.py",
             "tests/harness/test_replay.py",
-            "tests/policy/test_limits.py",
-            "tests/policy/test_chain_rules.py",
             "tests/tools/test_validation.py",
             "tests/tools/test_visibility.py",
+            "tests/policy/test_chain_rules.py",
         ),
     ),
     "approvals": Module(
