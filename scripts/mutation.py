@@ -127,22 +127,30 @@ def prepare(name: str, module: Module, fresh: bool) -> Path:
     config = {
         "source_paths": list(module.sources),
         "do_not_mutate": list(module.exclude),
-        "also_copy": sorted(tops - {"tests", "pyproject.toml"}),
+        "also_copy": sorted(tops - {"tests", "pyproject.toml", "setup.cfg"}),
         "pytest_add_cli_args": ["-p", "no:cacheprovider", "-p", "no:randomly", "--reuse-db"],
         "pytest_add_cli_args_test_selection": list(module.tests),
-        # A mutant that loops is stopped: the tests' own time, times 5, plus 10 s.
+        # A mutant that loops is stopped: the tests' own CPU time, times 5, plus 10 s.
         "timeout_multiplier": 5.0,
         "timeout_constant": 10.0,
         "use_git_change_detection": False,
         "on_dependency_change": "rerun",
+        # Workers fork from a process that has run no test: a worker forked from one that has
+        # (mutmut's default) inherits its open database connection, and tests fail for that
+        # reason, which would count mutants as killed.
+        "process_isolation": "forkserver",
     }
-    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
-    (root / "pyproject.toml").write_text(
-        pyproject
-        + "\n[tool.mutmut]\n"
-        + "".join(f"{k} = {json.dumps(v)}\n" for k, v in config.items()),
-        encoding="utf-8",
-    )
+    # In setup.cfg, not pyproject.toml (which mutmut would read first): a change of the
+    # selection must not make mutmut think a project file changed and start again.
+    lines = ["[mutmut]"]
+    for key, value in config.items():
+        if value == []:
+            continue
+        if isinstance(value, list):
+            lines.append(f"{key}=" + "".join(f"\n    {item}" for item in value))
+        else:
+            lines.append(f"{key}={str(value).lower() if isinstance(value, bool) else value}")
+    (root / "setup.cfg").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return root
 
 
@@ -239,7 +247,7 @@ def main() -> int:
         print(lines[-1], flush=True)
         if args.survivors:
             for key, status in sorted(statuses.items()):
-                if status not in KILLED:
+                if status not in KILLED and status != "not checked":
                     print(f"    {status:12} {key}")
     print("\nMutation score per module (killed/total):")
     print("\n".join(lines))
