@@ -66,3 +66,22 @@ def test_a_user_who_may_call_nothing_is_told_so(acme, agent_dir):
         "There is no tool 'no_such_tool' you can call. Tools you can call: none."
     )
     assert unknown["error"]["details"] == {"tool": "no_such_tool", "available": []}
+
+
+def test_arguments_that_are_not_json_are_refused_with_what_was_received(acme, agent_dir):
+    raw = "ticket_id=T-1"  # not JSON, and nothing to repair
+    run = run_script(
+        acme,
+        agent_dir,
+        [{"tool_calls": [{"name": "get_ticket", "arguments": raw}]}, {"text": "Done."}],
+        tools=TOOLS,
+    )
+
+    [refused] = tool_results(run["id"])
+    error = refused["error"]
+    assert error["code"] == "invalid_arguments_json"
+    assert error["message"] == (
+        "The arguments for get_ticket could not be read: the arguments are not valid JSON "
+        "and could not be repaired. Send them as one JSON object."
+    )
+    assert error["details"] == {"tool": "get_ticket", "received": raw}
