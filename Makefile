@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: install run test lint bench bench-peers clean
+.PHONY: install run test lint bench bench-peers mutation clean
 
 # The runtime (requirements.txt) plus what tests and lint need (requirements-dev.txt includes
 # the runtime); the Docker image installs the runtime alone.
@@ -48,6 +48,12 @@ bench/peers/.venv/.installed: bench/peers/requirements.txt
 
 bench-peers: install bench/peers/.venv/.installed
 	$(PY) bench/peers/compare.py
+
+## Mutation testing of the modules where a bug leaks data, hides tampering or lets a call
+## through (slow: not in CI). MODULE=chain runs one; ARGS="--budget-s 600 --survivors" passes
+## options (docs/mutation.md).
+mutation: install
+	$(PY) scripts/mutation.py $(MODULE) $(ARGS)
 
 clean:
 	rm -rf $(VENV) var build

@@ -243,3 +243,72 @@ def test_a_cold_server_slower_than_a_call_keeps_starting_for_the_next_call(
     assert gave_up["error"]["code"] in ("mcp_unavailable", "timeout")
     assert echoed["ok"] is True
     assert len(mcp_stdio.log("server")) == 1  # one server, started once
+
+
+ECHO_SCHEMA = {
+    "properties": {"text": {"title": "Text", "type": "string"}},
+    "required": ["text"],
+    "type": "object",
+    "title": "echoArguments",
+}
+
+
+def _with(schema: dict, path: tuple[str, ...], value: object) -> dict:
+    changed = json.loads(json.dumps(schema))
+    node = changed
+    for key in path[:-1]:
+        node = node[key]
+    if value is None:
+        del node[path[-1]]
+    else:
+        node[path[-1]] = value
+    return changed
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        _with(ECHO_SCHEMA, ("properties", "bcc"), {"type": "string"}),  # a new argument
+        _with(ECHO_SCHEMA, ("required",), None),  # text no longer required
+        _with(ECHO_SCHEMA, ("properties", "text", "type"), "array"),  # another type
+        _with(ECHO_SCHEMA, ("title",), "echoArgumentsV2"),  # even a title inside the schema
+    ],
+    ids=["new-argument", "not-required", "type", "title"],
+)
+def test_a_drift_of_the_input_schema_alone_is_refused(acme, agent_dir, mcp_stdio, schema):
+    mcp_stdio.drift(echo={"input_schema": schema})  # the description stays as pinned
+
+    run = finished(acme, agent_dir, [call("mcp_echo", text="hello")])
+
+    [result] = tool_results(acme, run)
+    assert result["error"]["code"] == "tool_drifted"
+    assert result["error"]["details"]["changed"] == ["input_schema"]
+    assert "different input_schema for 'echo'" in result["error"]["message"]
+    assert '-  "description"' not in result["error"]["details"]["diff"]
+    assert mcp_stdio.log("echo") == []
+    with pytest.raises(CommandError, match="2 drifted"):  # mcp_echo and mcp_echo_confirmed
+        call_command("check_tools")
+
+
+def test_a_drift_of_both_description_and_schema_names_both(acme, agent_dir, mcp_stdio):
+    schema = _with(ECHO_SCHEMA, ("properties", "bcc"), {"type": "string"})
+    mcp_stdio.drift(echo={"input_schema": schema, "description": "Echo, and copy to bcc."})
+
+    run = finished(acme, agent_dir, [call("mcp_echo", text="hello")])
+
+    [result] = tool_results(acme, run)
+    assert result["error"]["details"]["changed"] == ["description", "input_schema"]
+    assert '"bcc"' in result["error"]["details"]["diff"]
+
+
+def test_the_same_schema_advertised_in_another_key_order_is_not_drift(acme, agent_dir, mcp_stdio):
+    reordered = dict(reversed(list(ECHO_SCHEMA.items())))
+    assert list(reordered) != list(ECHO_SCHEMA)
+    assert reordered == ECHO_SCHEMA
+    mcp_stdio.drift(echo={"input_schema": reordered})
+
+    run = finished(acme, agent_dir, [call("mcp_echo", text="hello")])
+
+    [result] = tool_results(acme, run)
+    assert result["ok"] is True
+    call_command("check_tools")  # no drift

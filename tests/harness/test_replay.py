@@ -477,3 +477,80 @@ def test_what_if_of_an_unknown_rule_is_not_found(acme):
 
     assert response.status_code == 404
     assert response.json()["error"]["code"] == "rule_not_found"
+
+
+LIMITED = [
+    call("get_ticket", ticket_id=TICKET),
+    call("get_ticket", ticket_id=TICKET),  # over the per-tool limit of 1
+    call("search_tickets", status="open"),
+    call("notify_user", user_id="agent-li", message="hi"),  # over the per-run limit of 2
+    {"text": "done"},
+]
+LIMITED_CALLS = [
+    ("get_ticket", "allowed", ""),
+    ("get_ticket", "refused", "max_calls_per_tool"),
+    ("search_tickets", "allowed", ""),
+    ("notify_user", "refused", "max_tool_calls_per_run"),
+]
+
+
+def limit_verdicts(report: dict[str, Any], side: str) -> list[tuple[str, str, str]]:
+    return [
+        (c["tool"], c[side]["verdict"], c[side].get("rule", "") if c[side].get("check") else "")
+        for c in report["calls"]
+    ]
+
+
+def test_a_run_that_hit_its_tool_call_limits_replays_refused_at_the_same_calls(acme, agent_dir):
+    """Replay counts the run's calls itself: the second get_ticket is over the per-tool limit,
+    notify_user over the per-run one (the refused call is not counted, so search_tickets is
+    still allowed)."""
+    agent = scripted_agent(agent_dir, LIMITED, max_tool_calls_per_run=2, max_calls_per_tool=1)
+    run = start(acme, agent).json()
+    assert run["status"] == "succeeded"
+
+    report = replay(acme, run)
+
+    assert limit_verdicts(report, "before") == LIMITED_CALLS
+    assert limit_verdicts(report, "after") == LIMITED_CALLS
+    refused = [c["after"] for c in report["calls"] if c["after"]["verdict"] == "refused"]
+    assert [after["check"] for after in refused] == ["limit", "limit"]
+    assert "at most 1 times" in refused[0]["reason"]
+    assert "2 tool calls" in refused[1]["reason"]
+    assert report["diverged"] is False
+
+
+@pytest.mark.parametrize(
+    ("limits", "refused_at"),
+    [
+        ({"calls_per_tool_limit": 1}, [(1, "max_calls_per_tool")]),
+        ({"tool_calls_limit": 2}, [(2, "max_tool_calls_per_run"), (3, "max_tool_calls_per_run")]),
+        (
+            {"calls_per_tool_limit": 1, "tool_calls_limit": 1},
+            [
+                (1, "max_calls_per_tool"),
+                (2, "max_tool_calls_per_run"),
+                (3, "max_tool_calls_per_run"),
+            ],
+        ),
+    ],
+)
+def test_limits_lowered_after_the_run_show_where_its_calls_are_now_refused(
+    acme, agent_dir, limits, refused_at
+):
+    run = run_script(acme, agent_dir, LIMITED)
+    assert [c[1] for c in verdicts(replay(acme, run))] == ["allowed"] * 4
+    BudgetLedger.objects.filter(key=f"run:{run['id']}").update(**limits)
+
+    report = replay(acme, run)
+
+    now_refused = [
+        (i, c["after"]["rule"])
+        for i, c in enumerate(report["calls"])
+        if c["after"]["verdict"] == "refused"
+    ]
+    assert now_refused == refused_at
+    assert all(c["after"]["check"] == "limit" for c in report["calls"] if c["divergence"])
+    assert [c["divergence"] for c in report["divergences"]] == ["now_refused"] * len(refused_at)
+    first = refused_at[0][0]
+    assert report["first_divergence"]["call_id"] == report["calls"][first]["call_id"]

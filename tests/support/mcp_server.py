@@ -6,8 +6,10 @@ mid-call, customer data (masking, chain rules), a sink and a result of any size.
 it sees to ``$MCP_TEST_STATE/<tool>.log`` (one JSON line per event), so a test can tell whether
 a call arrived, with which ``_meta``, and whether it was cancelled.
 
-Drift: when ``$MCP_TEST_STATE/drift.json`` exists, its ``{"tool": "new description"}`` replace
-the advertised descriptions (read at every ``tools/list``), and ``{"tool": null}`` hides a tool.
+Drift: when ``$MCP_TEST_STATE/drift.json`` exists (read at every ``tools/list``), its
+``{"tool": "new description"}`` replace the advertised descriptions, ``{"tool": {"input_schema":
+{...}, "title": ...}}`` replace any advertised fields (the pinned schema among them) and
+``{"tool": null}`` hides a tool.
 ``$MCP_TEST_START_DELAY`` seconds of sleep before serving play a slow cold start.
 With ``--http``, every request must carry ``Authorization: Bearer $MCP_TEST_TOKEN``.
 """
@@ -55,9 +57,11 @@ class TestDesk(MCPServer):
         shown = []
         for tool in tools:
             if tool.name in drift:
-                if drift[tool.name] is None:
+                change = drift[tool.name]
+                if change is None:
                     continue
-                tool = tool.model_copy(update={"description": drift[tool.name]})
+                fields = change if isinstance(change, dict) else {"description": change}
+                tool = tool.model_copy(update=fields)
             shown.append(tool)
         return shown
 

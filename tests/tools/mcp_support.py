@@ -47,8 +47,10 @@ class McpSetup:
             return []
         return [json.loads(line) for line in path.read_text().splitlines()]
 
-    def drift(self, **descriptions: str | None) -> None:
-        (self.state / "drift.json").write_text(json.dumps(descriptions))
+    def drift(self, **changes: str | dict[str, Any] | None) -> None:
+        """Per server tool: a new description, the advertised fields to replace
+        (``{"input_schema": ...}``), or None to hide it."""
+        (self.state / "drift.json").write_text(json.dumps(changes))
 
     def write_config(self) -> None:
         self.config_path.write_text(json.dumps({"mcpServers": self.servers}))

@@ -1,0 +1,258 @@
+"""Mutation testing of the modules where a bug leaks data, hides tampering or lets a call
+through (``make mutation``; docs/mutation.md says what the figures mean).
+
+    python scripts/mutation.py [MODULE ...] [--budget-s N] [--fresh] [--survivors]
+
+For each module (all of ``MODULES`` by default, the smaller first), mutmut mutates its source
+in a scratch copy of the project (``var/mutation/<module>/``: the worktree itself is never
+touched) and runs, against each mutant, the selected tests that reach the mutated function:
+only that module's fast tests, so that one module's run is feasible on a laptop. It prints
+``killed/total (%)`` per module; a timed-out mutant counts as killed (the tests did not pass),
+a mutant no selected test reaches as survived.
+
+Runs are resumable: a module's scratch copy keeps mutmut's results, and a run stopped by its
+budget (``--budget-s``, per module) goes on where it stopped next time; the figures then say how
+many mutants were not checked. ``--fresh`` starts the module again from the current sources
+and tests. The masker runs as pure Python (``HARNESS_MASKING_COMPILED=0``): the compiled
+modules would hide the mutants.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRATCH = ROOT / "var" / "mutation"
+
+
+@dataclass(frozen=True)
+class Module:
+    sources: tuple[str, ...]  # files or folders mutmut mutates
+    tests: tuple[str, ...]  # the fast tests that exercise them
+    exclude: tuple[str, ...] = ()  # files of a mutated folder left alone (docs/mutation.md)
+
+
+# Smallest first: a budget spent on the big ones leaves the small ones finished.
+MODULES: dict[str, Module] = {
+    "mcp_pin": Module(
+        ("tools/mcp/pin.py",),
+        ("tests/tools/test_mcp_pin.py", "tests/tools/test_mcp_files.py"),
+    ),
+    "decisions": Module(
+        ("harness/engine/decisions.py",),
+        (
+            "tests/harness/test_refusal_errors.py",
+            "tests/harness/test_replay.py",
+            "tests/tools/test_validation.py",
+            "tests/tools/test_visibility.py",
+            "tests/policy/test_chain_rules.py",
+        ),
+    ),
+    "approvals": Module(
+        ("policy/approvals.py",),
+        ("tests/policy/test_approvals.py", "tests/security/test_four_eyes.py"),
+    ),
+    "rules": Module(
+        ("policy/rules.py",),
+        (
+            "tests/policy/test_chain_rules.py",
+            "tests/policy/test_policy_api.py",
+            "tests/policy/test_approvals.py",
+        ),
+    ),
+    "replay": Module(
+        ("harness/replay/run.py",),
+        ("tests/harness/test_replay.py", "tests/harness/test_admin_replay.py"),
+    ),
+    "chain": Module(
+        ("traces/chain.py",),
+        ("tests/traces/test_audit_chain.py", "tests/traces/test_audit_hash_columns.py"),
+    ),
+    "masking": Module(
+        ("traces/masking",),
+        (
+            "tests/traces/test_masking.py",
+            "tests/traces/test_masking_phones.py",
+            "tests/traces/test_masking_plugins.py",
+            "tests/traces/test_masking_remembered.py",
+            "tests/traces/test_masking_compiled.py",
+            "tests/security/test_masking_leaks.py",
+        ),
+        # Which build of the masker is loaded (compiled or not): not what a masked value is.
+        exclude=("traces/masking/compiled.py",),
+    ),
+}
+
+KILLED = {"killed", "timeout", "segfault", "caught by type check"}
+
+
+def status_of(exit_code: int | None) -> str:
+    from mutmut.stats import status_by_exit_code
+
+    return status_by_exit_code[exit_code]
+
+
+def prepare(name: str, module: Module, fresh: bool) -> Path:
+    """The scratch project for ``name``: the worktree's files (tracked and new, not ignored)
+    and a mutmut configuration for this module only."""
+    root = SCRATCH / name
+    if fresh and root.exists():
+        shutil.rmtree(root)
+    root.mkdir(parents=True, exist_ok=True)
+    listed = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "-z"],  # noqa: S607  (git on PATH)
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    ).stdout.decode()
+    tops = set()
+    for relative in filter(None, listed.split("\0")):
+        source = ROOT / relative
+        if not source.is_file():
+            continue  # deleted in the worktree, not yet in git
+        target = root / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if not target.exists() or target.read_bytes() != source.read_bytes():
+            shutil.copy2(source, target)
+        tops.add(relative.split("/", 1)[0])
+    config = {
+        "source_paths": list(module.sources),
+        "do_not_mutate": list(module.exclude),
+        "also_copy": sorted(tops - {"tests", "pyproject.toml", "setup.cfg"}),
+        "pytest_add_cli_args": ["-p", "no:cacheprovider", "-p", "no:randomly", "--reuse-db"],
+        "pytest_add_cli_args_test_selection": list(module.tests),
+        # A mutant that loops is stopped: the tests' own CPU time, times 5, plus 10 s.
+        "timeout_multiplier": 5.0,
+        "timeout_constant": 10.0,
+        "use_git_change_detection": False,
+        "on_dependency_change": "rerun",
+        # Workers fork from a process that has run no test: a worker forked from one that has
+        # (mutmut's default) inherits its open database connection, and tests fail for that
+        # reason, which would count mutants as killed.
+        "process_isolation": "forkserver",
+    }
+    # In setup.cfg, not pyproject.toml (which mutmut would read first): a change of the
+    # selection must not make mutmut think a project file changed and start again.
+    lines = ["[mutmut]"]
+    for key, value in config.items():
+        if value == []:
+            continue
+        if isinstance(value, list):
+            lines.append(f"{key}=" + "".join(f"\n    {item}" for item in value))
+        else:
+            lines.append(f"{key}={str(value).lower() if isinstance(value, bool) else value}")
+    (root / "setup.cfg").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return root
+
+
+def run(root: Path, budget_s: float, mutants: list[str] = ()) -> bool:
+    """mutmut on the scratch project (on ``mutants`` only, if named), one worker, within
+    ``budget_s``; True if it finished."""
+    env = os.environ | {"HARNESS_MASKING_COMPILED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop("DATABASE_URL", None)  # the embedded tier: SQLite in the scratch copy's var/
+    env.pop("REDIS_URL", None)
+    mutmut = Path(sys.executable).parent / "mutmut"
+    log = (root / "mutmut.log").open("a", encoding="utf-8")
+    process = subprocess.Popen(  # noqa: S603  (this venv's mutmut, our arguments)
+        [str(mutmut), "run", "--max-children", "1", *mutants],
+        cwd=root,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        process.wait(timeout=budget_s)
+        return process.returncode == 0
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGINT)  # mutmut saves what it has checked
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        return False
+    finally:
+        log.close()
+
+
+def results(root: Path, module: Module) -> dict[str, str]:
+    """Every mutant of ``module`` and its status, from mutmut's files."""
+    found: dict[str, str] = {}
+    for source in module.sources:
+        for meta in sorted((root / "mutants" / source).parent.rglob("*.py.meta")):
+            relative = meta.relative_to(root / "mutants").as_posix()[: -len(".meta")]
+            if not relative.startswith(source) or relative in module.exclude:
+                continue
+            data = json.loads(meta.read_text(encoding="utf-8"))
+            for key, code in data.get("exit_code_by_key", {}).items():
+                found[key] = status_of(code)
+    return found
+
+
+def score(name: str, statuses: dict[str, str]) -> str:
+    total = len(statuses)
+    killed = sum(status in KILLED for status in statuses.values())
+    unchecked = sum(status == "not checked" for status in statuses.values())
+    survived = sum(status in ("survived", "no tests") for status in statuses.values())
+    percent = 100 * killed / total if total else 0.0
+    line = f"{name:10} {killed}/{total} killed ({percent:.1f} %), {survived} survived"
+    if unchecked:
+        checked = total - unchecked
+        partial = 100 * killed / checked if checked else 0.0
+        line += f", {unchecked} NOT CHECKED (budget): {partial:.1f} % of those checked"
+    return line
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("modules", nargs="*", metavar="MODULE", help=", ".join(MODULES))
+    parser.add_argument("--budget-s", type=float, default=1800, help="per module (default 30 min)")
+    parser.add_argument("--fresh", action="store_true", help="start again from the sources")
+    parser.add_argument("--survivors", action="store_true", help="list surviving mutants")
+    parser.add_argument(
+        "--retest", action="store_true", help="run again only the mutants that survived"
+    )
+    parser.add_argument("--report-only", action="store_true", help="print figures, run nothing")
+    args = parser.parse_args()
+    names = args.modules or list(MODULES)
+    unknown = [name for name in names if name not in MODULES]
+    if unknown:
+        parser.error(f"unknown module {', '.join(unknown)}: one of {', '.join(MODULES)}")
+    lines = []
+    for name in names:
+        module = MODULES[name]
+        root = SCRATCH / name
+        if not args.report_only:
+            retest = []
+            if args.retest:
+                retest = [k for k, v in results(root, module).items() if v not in KILLED]
+            root = prepare(name, module, args.fresh)
+            started = time.monotonic()
+            finished = run(root, args.budget_s, retest) if retest or not args.retest else True
+            spent = time.monotonic() - started
+            note = "" if finished else " (stopped: budget or error, see mutmut.log)"
+            print(f"{name}: mutmut ran {spent:.0f} s{note}", flush=True)
+        statuses = results(root, module)
+        lines.append(score(name, statuses))
+        print(lines[-1], flush=True)
+        if args.survivors:
+            for key, status in sorted(statuses.items()):
+                if status not in KILLED and status != "not checked":
+                    print(f"    {status:12} {key}")
+    print("\nMutation score per module (killed/total):")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
