@@ -167,6 +167,9 @@ class Run(models.Model):
     # Plan, then act (agents with "strategy": "plan_execute"): the plans written, in order
     # ({"steps": [...], "reason": "first plan" | why it was revised}); the last one is followed.
     plans = models.JSONField(default=list, blank=True)
+    # A run of an experiment (experiments app): its tools are answered from a recording and
+    # it is left out of the tenant's production figures (cost reports).
+    experiment = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["-created_at"]

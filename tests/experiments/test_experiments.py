@@ -1,0 +1,154 @@
+"""Experiments: dataset items re-executed by the real engine with a candidate model route,
+tools answered from the recording (README "Experiments")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from experiments import services
+from experiments.models import ExperimentItem
+from harness.models import Run, Tenant
+from harness.reports import CostFilter, cost_report
+from tests.experiments.helpers import (
+    SEARCH_FIRST,
+    demo_variant,
+    desk,
+    make_dataset,
+    recorded_runs,
+)
+from tests.runs import ADMIN
+
+
+def run_experiment(client: Any, dataset: str, model: str) -> dict[str, Any]:
+    """POST the experiment (202), then do a worker's job in this process: each item."""
+    response = client.post(
+        "/api/v1/experiments",
+        {"dataset": dataset, "candidate": {"model": model}, "tools": "recorded"},
+        **ADMIN,
+    )
+    assert response.status_code == 202, response.content
+    body = response.json()
+    assert body["status"] == "queued"
+    queued = client.get(body["links"]["self"]).json()
+    assert queued["progress"] == {"done": 0, "total": 3}
+    for row in ExperimentItem.objects.filter(experiment_id=body["id"]):
+        services.run_item(str(row.id))
+    return client.get(body["links"]["self"]).json()
+
+
+def test_the_same_model_gives_three_same_and_executes_nothing(acme, tmp_path):
+    dataset = make_dataset(acme, recorded_runs(acme))
+    assert dataset["items"] == 3
+    before = desk()
+
+    report = run_experiment(acme, dataset["id"], "scripted:demo")
+
+    assert report["status"] == "succeeded"
+    assert report["progress"] == {"done": 3, "total": 3}
+    summary = report["summary"]
+    assert (summary["same"], summary["regressions"], summary["errors"]) == (3, 0, 0)
+    assert summary["off_record"] == 0 and summary["executed"] == 0
+    for item in report["items"]:
+        assert item["verdict"] == "same", item
+        assert item["trajectory"] == "same"
+        assert item["tool_calls"]["executed"] == 0
+        assert item["answer"]["changed"] is False
+    # The first item's recorded calls (get_ticket, update_ticket, notify_user) came from
+    # the record; the failing update_ticket of the third came back as its recorded failure.
+    assert [i["tool_calls"]["from_record"] for i in report["items"]] == [3, 1, 1]
+    assert report["items"][2]["outcome"]["candidate"]["outcome"] == "corrected"
+    assert desk() == before  # update_ticket and notify_user ran again on nothing real
+    runs = Run.objects.filter(experiment=True)
+    assert runs.count() == 3
+    assert {run.model_route for run in runs} == {"scripted:demo"}
+
+
+def test_a_model_that_calls_another_tool_first_diverges_at_step_one(acme, tmp_path):
+    dataset = make_dataset(acme, recorded_runs(acme))
+    model = demo_variant(tmp_path, lambda s: s["responses"].insert(0, SEARCH_FIRST))
+    before = desk()
+
+    report = run_experiment(acme, dataset["name"], model)
+
+    for item in report["items"]:
+        assert item["verdict"] in ("diverged", "regression"), item
+        assert item["first_divergence"]["step"] == 1
+        assert item["first_divergence"]["candidate"] == "search_tickets"
+        assert item["tool_calls"]["executed"] == 0
+        assert item["tool_calls"]["off_record"] == 1
+    assert report["summary"]["off_record"] == 3
+    assert report["summary"]["same"] == 0
+    assert desk() == before
+
+
+def test_calls_match_by_canonical_arguments(acme, tmp_path):
+    """The candidate sends the recorded arguments with keys in another order and a number
+    written 1.0: still the recorded call, answered from the record."""
+    dataset = make_dataset(acme, recorded_runs(acme)[:1], "one")
+
+    def reorder(scenario: dict[str, Any]) -> None:
+        for response in scenario["responses"]:
+            for call in response.get("tool_calls", []):
+                call["arguments"] = dict(reversed(list(call["arguments"].items())))
+
+    model = demo_variant(tmp_path, reorder)
+    experiment = services.start_experiment(
+        Tenant.objects.get(slug="acme"), dataset["id"], {"model": model}, enqueue=False
+    )
+    row = services.run_item(str(experiment.items.get().id))
+    assert row.verdict == "same", row.score
+    assert row.score["tool_calls"] == {"executed": 0, "from_record": 3, "off_record": 0}
+
+
+def test_an_off_record_call_is_a_tool_error_and_counted(acme, tmp_path):
+    dataset = make_dataset(acme, recorded_runs(acme)[:1], "one")
+
+    def other_ticket(scenario: dict[str, Any]) -> None:
+        first = scenario["responses"][0]["tool_calls"][0]
+        if first["name"] == "get_ticket":
+            first["arguments"] = {"ticket_id": "T-20250324-019"}
+
+    model = demo_variant(tmp_path, other_ticket)
+    experiment = services.start_experiment(
+        Tenant.objects.get(slug="acme"), dataset["id"], {"model": model}, enqueue=False
+    )
+    row = services.run_item(str(experiment.items.get().id))
+    assert row.score["tool_calls"] == {"executed": 0, "from_record": 2, "off_record": 1}
+    assert row.score["first_divergence"] == {
+        "step": 1,
+        "baseline": "get_ticket",
+        "candidate": "get_ticket",
+    }
+    result = [m for m in row.run.messages if m["role"] == "tool"][0]
+    assert '"off_record"' in result["content"]
+    assert row.verdict in ("diverged", "regression")
+
+
+def test_experiment_runs_are_left_out_of_cost_reports(acme):
+    dataset = make_dataset(acme, recorded_runs(acme))
+    report_before = cost_report([], CostFilter(tenants=["acme"]))["totals"]["runs"]
+    experiment = services.start_experiment(
+        Tenant.objects.get(slug="acme"), dataset["id"], {"model": "scripted:demo"}, enqueue=False
+    )
+    for row in experiment.items.all():
+        services.run_item(str(row.id))
+    assert Run.objects.filter(tenant__slug="acme").count() == report_before + 3
+    assert cost_report([], CostFilter(tenants=["acme"]))["totals"]["runs"] == report_before
+
+
+@pytest.mark.parametrize(
+    "body, code",
+    [
+        ({"dataset": "demo-three", "candidate": {"model": "scripted:demo"}, "tools": "live"}, 400),
+        ({"dataset": "demo-three", "candidate": {"prompt": "x", "model": "m"}}, 400),
+        ({"dataset": "nope", "candidate": {"model": "scripted:demo"}}, 404),
+    ],
+)
+def test_unsupported_experiments_are_refused_clearly(acme, body, code):
+    make_dataset(acme, recorded_runs(acme)[:1])
+    response = acme.post("/api/v1/experiments", body, **ADMIN)
+    assert response.status_code == code, response.content
+    assert response.json()["error"]["code"] in ("unsupported_candidate", "dataset_not_found")
+    assert not ExperimentItem.objects.exists()
