@@ -27,9 +27,7 @@ from tools.registry import ToolDefinition, ToolRegistry
 def canonical(value: Any) -> str:
     """The canonical JSON of a call's arguments: keys sorted, no spaces, strings in NFC,
     integral floats as integers (``1.0`` is ``1``) — the key calls are matched by."""
-    return json.dumps(
-        _normalised(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False
-    )
+    return json.dumps(_normalised(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def _normalised(value: Any) -> Any:
@@ -123,5 +121,3 @@ def experiment_setup(
     return candidate_agent(agent, item.experiment.candidate), recorded_registry(
         registry, Recording(recording.get("calls", []))
     )
-
-

@@ -25,9 +25,7 @@ from tools.models import ToolExecution
 from traces.services import unseal
 
 
-def trajectory(
-    baseline: list[dict[str, Any]], candidate: list[dict[str, Any]]
-) -> dict[str, Any]:
+def trajectory(baseline: list[dict[str, Any]], candidate: list[dict[str, Any]]) -> dict[str, Any]:
     keys_b = [(c["tool"], canonical(c["arguments"])) for c in baseline]
     keys_c = [(c["tool"], canonical(c["arguments"])) for c in candidate]
     if keys_b == keys_c:
