@@ -73,6 +73,9 @@ class DatasetItem(models.Model):
             models.UniqueConstraint(fields=["dataset", "run"], name="dataset_item_unique_run")
         ]
 
+    def __str__(self) -> str:
+        return f"{self.dataset_id} #{self.position}"
+
 
 class ExperimentStatus(models.TextChoices):
     QUEUED = "queued"
@@ -111,6 +114,9 @@ class Experiment(models.Model):
     class Meta:
         ordering = ["-created_at"]
 
+    def __str__(self) -> str:
+        return f"experiment {self.id} ({self.status})"
+
 
 class ExperimentItem(models.Model):
     """One dataset item run again: the experiment run it made, and its score."""
@@ -133,3 +139,6 @@ class ExperimentItem(models.Model):
 
     class Meta:
         ordering = ["experiment", "item__position"]
+
+    def __str__(self) -> str:
+        return f"{self.experiment_id} item {self.item_id}: {self.verdict or self.status}"

@@ -47,9 +47,7 @@ def demo_variant(folder: Path, change: Any) -> str:
 def desk() -> dict[str, Any]:
     """Everything the demo tools can change, to show nothing was."""
     return {
-        "tickets": sorted(
-            (json.dumps(model_to_dict(t), default=str) for t in Ticket.objects.all())
-        ),
+        "tickets": sorted(json.dumps(model_to_dict(t), default=str) for t in Ticket.objects.all()),
         "notifications": Notification.objects.count(),
         "outbox": OutboxEmail.objects.count(),
     }

@@ -33,7 +33,8 @@ def test_run_experiment_exits_1_only_when_regressions_exceed_the_maximum(acme, t
 
     code, out = gate(*base, "--model", "scripted:demo")
     assert code == 0, out
-    assert "regressions 0" in out and "same 3" in out
+    assert "regressions 0" in out
+    assert "same 3" in out
 
     worse = demo_variant(tmp_path, lambda s: s["responses"].insert(0, SEARCH_FIRST))
     code, out = gate(*base, "--model", worse)
@@ -67,7 +68,8 @@ def test_items_can_be_added_removed_and_given_expectations(acme):
     created = make_dataset(acme, runs[:1])
     url = f"/api/v1/datasets/{created['id']}"
     added = acme.post(f"{url}/items", {"runs": runs}, **ADMIN)
-    assert added.status_code == 200 and added.json()["items"] == 3  # the first not twice
+    assert added.status_code == 200
+    assert added.json()["items"] == 3
     item = acme.get(url).json()["item_list"][0]["id"]
     expectations = {
         "must_call": ["get_ticket"],
@@ -116,7 +118,7 @@ def test_datasets_and_experiments_are_tenant_scoped(acme, globex):
 
 
 @pytest.mark.parametrize(
-    "headers, status, code",
+    ("headers", "status", "code"),
     [({}, 400, "acting_user_required"), ({"X-Harness-User": "bob"}, 403, "permission_denied")],
 )
 def test_making_datasets_and_experiments_needs_their_own_scopes(acme, headers, status, code):

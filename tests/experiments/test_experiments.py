@@ -49,7 +49,8 @@ def test_the_same_model_gives_three_same_and_executes_nothing(acme, tmp_path):
     assert report["progress"] == {"done": 3, "total": 3}
     summary = report["summary"]
     assert (summary["same"], summary["regressions"], summary["errors"]) == (3, 0, 0)
-    assert summary["off_record"] == 0 and summary["executed"] == 0
+    assert summary["off_record"] == 0
+    assert summary["executed"] == 0
     for item in report["items"]:
         assert item["verdict"] == "same", item
         assert item["trajectory"] == "same"
@@ -121,7 +122,7 @@ def test_an_off_record_call_is_a_tool_error_and_counted(acme, tmp_path):
         "baseline": "get_ticket",
         "candidate": "get_ticket",
     }
-    result = [m for m in row.run.messages if m["role"] == "tool"][0]
+    result = next(m for m in row.run.messages if m["role"] == "tool")
     assert '"off_record"' in result["content"]
     assert row.verdict in ("diverged", "regression")
 
@@ -139,7 +140,7 @@ def test_experiment_runs_are_left_out_of_cost_reports(acme):
 
 
 @pytest.mark.parametrize(
-    "body, code",
+    ("body", "code"),
     [
         ({"dataset": "demo-three", "candidate": {"model": "scripted:demo"}, "tools": "live"}, 400),
         ({"dataset": "demo-three", "candidate": {"prompt": "x", "model": "m"}}, 400),
