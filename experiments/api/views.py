@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -22,9 +22,32 @@ from experiments.api.serializers import (
     ExperimentCreateSerializer,
     ItemEditSerializer,
 )
+from harness.api.schema import DESCRIPTIONS, ErrorSerializer
 from policy import services as policy
 
 ACTING_USER_HEADER = "X-Harness-User"
+
+
+def acting_user(scope: str) -> OpenApiParameter:
+    return OpenApiParameter(
+        ACTING_USER_HEADER,
+        str,
+        OpenApiParameter.HEADER,
+        required=True,
+        description=f"The end user the client acts for; needs {scope} in the tenant.",
+    )
+
+
+def errors(*statuses: int) -> dict[int, OpenApiResponse]:
+    """Domain errors an operation answers beyond those its shape implies."""
+    return {
+        status_: OpenApiResponse(ErrorSerializer, description=DESCRIPTIONS[str(status_)])
+        for status_ in statuses
+    }
+
+
+DATASET_USER = acting_user("dataset:write")
+EXPERIMENT_USER = acting_user("experiment:run")
 
 
 def _actor(request: Request, scope: str) -> str:
@@ -42,12 +65,16 @@ def _valid(serializer_class: Any, data: Any) -> dict[str, Any]:
 
 
 class DatasetListView(APIView):
-    @extend_schema(responses={200: dict})
+    @extend_schema(operation_id="datasets_list", responses={200: dict})
     def get(self, request: Request) -> Response:
         """The tenant's datasets, newest first."""
         return Response({"datasets": queries.list_datasets(request.user.tenant)})
 
-    @extend_schema(request=DatasetCreateSerializer, responses={201: dict})
+    @extend_schema(
+        request=DatasetCreateSerializer,
+        responses={201: dict, **errors(404, 409)},
+        parameters=[DATASET_USER],
+    )
     def post(self, request: Request) -> Response:
         """A dataset of recorded runs (needs dataset:write)."""
         actor = _actor(request, services.DATASET_SCOPE)
@@ -68,7 +95,11 @@ class DatasetDetailView(APIView):
 
 
 class DatasetItemsView(APIView):
-    @extend_schema(request=DatasetItemsSerializer, responses={200: dict})
+    @extend_schema(
+        request=DatasetItemsSerializer,
+        responses={200: dict, **errors(404, 409)},
+        parameters=[DATASET_USER],
+    )
     def post(self, request: Request, dataset: str) -> Response:
         """Add recorded runs to a dataset (needs dataset:write)."""
         _actor(request, services.DATASET_SCOPE)
@@ -79,7 +110,7 @@ class DatasetItemsView(APIView):
 
 
 class DatasetItemView(APIView):
-    @extend_schema(request=ItemEditSerializer, responses={200: dict})
+    @extend_schema(request=ItemEditSerializer, responses={200: dict}, parameters=[DATASET_USER])
     def patch(self, request: Request, dataset: str, item: str) -> Response:
         """Set an item's expectations (needs dataset:write)."""
         _actor(request, services.DATASET_SCOPE)
@@ -88,7 +119,7 @@ class DatasetItemView(APIView):
         services.set_expectations(found, data["expectations"])
         return Response(queries.item_view(found))
 
-    @extend_schema(request=None, responses={204: None})
+    @extend_schema(request=None, responses={204: None}, parameters=[DATASET_USER])
     def delete(self, request: Request, dataset: str, item: str) -> Response:
         """Remove an item (needs dataset:write)."""
         _actor(request, services.DATASET_SCOPE)
@@ -97,7 +128,11 @@ class DatasetItemView(APIView):
 
 
 class ExperimentListView(APIView):
-    @extend_schema(request=ExperimentCreateSerializer, responses={202: dict})
+    @extend_schema(
+        request=ExperimentCreateSerializer,
+        responses={202: dict, **errors(404)},
+        parameters=[EXPERIMENT_USER],
+    )
     def post(self, request: Request) -> Response:
         """Run a dataset again with a candidate, tools answered from the recording (needs
         experiment:run); items run on Celery workers."""
@@ -125,7 +160,7 @@ class ExperimentDetailView(APIView):
 
 
 class ExperimentCancelView(APIView):
-    @extend_schema(request=None, responses={200: dict})
+    @extend_schema(request=None, responses={200: dict}, parameters=[EXPERIMENT_USER])
     def post(self, request: Request, experiment_id: str) -> Response:
         """Items not started are not run (needs experiment:run)."""
         _actor(request, services.EXPERIMENT_SCOPE)
