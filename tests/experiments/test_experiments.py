@@ -153,3 +153,65 @@ def test_unsupported_experiments_are_refused_clearly(acme, body, code):
     assert response.status_code == code, response.content
     assert response.json()["error"]["code"] in ("unsupported_candidate", "dataset_not_found")
     assert not ExperimentItem.objects.exists()
+
+
+def test_a_cancelled_experiment_runs_no_more_items(acme):
+    dataset = make_dataset(acme, recorded_runs(acme))
+    started = acme.post(
+        "/api/v1/experiments",
+        {"dataset": dataset["id"], "candidate": {"model": "scripted:demo"}},
+        **ADMIN,
+    ).json()
+    rows = list(ExperimentItem.objects.filter(experiment_id=started["id"]))
+    services.run_item(str(rows[0].id))  # one item done before the cancel
+    runs_before = Run.objects.filter(experiment=True).count()
+
+    cancelled = acme.post(f"/api/v1/experiments/{started['id']}/cancel", {}, **ADMIN)
+
+    assert cancelled.status_code == 200
+    body = cancelled.json()
+    assert body["status"] == "cancelled"
+    assert body["progress"] == {"done": 3, "total": 3}
+    assert [item["status"] for item in body["items"]] == ["succeeded", "cancelled", "cancelled"]
+    for row in rows[1:]:  # a redelivered task finds nothing to do
+        services.run_item(str(row.id))
+    assert Run.objects.filter(experiment=True).count() == runs_before == 1
+
+
+def test_a_broken_expectation_is_a_regression(acme):
+    dataset = make_dataset(acme, recorded_runs(acme)[:1], "one")
+    item = acme.get(f"/api/v1/datasets/{dataset['id']}").json()["item_list"][0]["id"]
+    expectations = {
+        "must_not_call": ["notify_user"],
+        "assertions": [{"type": "contains", "value": "SLA"}],
+    }
+    edited = acme.send(
+        "patch",
+        f"/api/v1/datasets/{dataset['id']}/items/{item}",
+        {"expectations": expectations},
+        **ADMIN,
+    )
+    assert edited.status_code == 200, edited.content
+    experiment = services.start_experiment(
+        Tenant.objects.get(slug="acme"), "one", {"model": "scripted:demo"}, enqueue=False
+    )
+    row = services.run_item(str(experiment.items.get().id))
+    assert row.score["trajectory"] == "same"
+    assert row.verdict == "regression"
+    assert [(a["type"], a["passed"]) for a in row.score["assertions"]] == [
+        ("must_not_call", False),
+        ("contains", True),
+    ]
+
+
+def test_the_candidate_replaces_the_model_and_the_system_prompt():
+    from harness.agent_registry import get_agent
+
+    agent = get_agent("ticket-assistant")
+    changed = services.candidate_agent(agent, {"model": "scripted:x", "system_prompt": "Be brief."})
+    assert (changed.model, changed.system_prompt, changed.fallback_models) == (
+        "scripted:x",
+        "Be brief.",
+        (),
+    )
+    assert services.candidate_agent(agent, {"model": "m"}).system_prompt == agent.system_prompt
