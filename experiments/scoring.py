@@ -85,7 +85,7 @@ def tool_call_counts(run: Run, calls: list[dict[str, Any]]) -> dict[str, int]:
     0 by construction of the recorded registry, counted to show it."""
     off = sum(1 for c in calls if (c.get("error") or {}).get("code") == ToolErrorCode.OFF_RECORD)
     answered = sum(1 for c in calls if c["executed"])
-    rows = ToolExecution.objects.filter(idempotency_key__startswith=str(run.id)).count()
+    rows = ToolExecution.objects.filter(idempotency_key__startswith=f"{run.id}:").count()
     return {"executed": max(0, rows - answered), "from_record": answered - off, "off_record": off}
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import uuid
 from collections.abc import Iterable
 from typing import Any
@@ -38,6 +39,7 @@ from traces.services import seal, unseal
 DATASET_SCOPE = "dataset:write"
 EXPERIMENT_SCOPE = "experiment:run"
 RUN_ITEM_TASK = "experiments.run_item"
+logger = logging.getLogger(__name__)
 CANDIDATE_KEYS = {"model", "system_prompt"}  # applied so far (README "Experiments")
 
 # Tool errors that mean the policy (not the tool) answered: such a call was never executed.
@@ -58,7 +60,7 @@ REFUSALS = {
 
 def create_dataset(tenant: Tenant, name: str, run_ids: Iterable[str], actor: str) -> Dataset:
     """A dataset of the tenant's recorded runs; another tenant's run is not found (404)."""
-    runs = [_recorded_run(tenant, run_id) for run_id in run_ids]
+    runs = list(dict.fromkeys(_recorded_run(tenant, run_id) for run_id in run_ids))
     try:
         with transaction.atomic():
             dataset = Dataset.objects.create(tenant=tenant, name=name, created_by=actor)
@@ -334,8 +336,10 @@ def run_item(experiment_item_id: str) -> ExperimentItem:
             row.score = score_item(row.item, recording, run)
             row.verdict = row.score["verdict"]
             row.status = ExperimentStatus.SUCCEEDED
-        except HarnessError as exc:
-            row.status, row.verdict, row.error = ExperimentStatus.FAILED, Verdict.ERROR, str(exc)
+        except Exception as exc:  # any failure is the item's: never a stuck experiment
+            logger.warning("experiment item %s failed", row.id, exc_info=True)
+            message = exc.message if isinstance(exc, HarnessError) else str(exc)
+            row.status, row.verdict, row.error = ExperimentStatus.FAILED, Verdict.ERROR, message
     row.finished_at = timezone.now()
     row.save(update_fields=["run", "status", "verdict", "score", "error", "finished_at"])
     _finish_if_done(experiment)

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from experiments import services
-from experiments.models import ExperimentItem
+from experiments.models import DatasetItem, ExperimentItem
 from harness.models import Run, Tenant
 from harness.reports import CostFilter, cost_report
 from tests.experiments.helpers import (
@@ -215,3 +215,21 @@ def test_the_candidate_replaces_the_model_and_the_system_prompt():
         (),
     )
     assert services.candidate_agent(agent, {"model": "m"}).system_prompt == agent.system_prompt
+
+
+def test_an_item_that_cannot_run_is_an_error_and_the_experiment_still_ends(acme, agent_dir):
+    from tests.runs import call, run_script
+
+    recorded = run_script(acme, agent_dir, [call("get_ticket", ticket_id="T-1"), {"text": "ok"}])
+    dataset = make_dataset(acme, [recorded["id"], recorded["id"]], "gone")
+    assert dataset["items"] == 1  # the same run once
+    DatasetItem.objects.update(agent="retired-agent")  # its agent no longer exists
+    experiment = services.start_experiment(
+        Tenant.objects.get(slug="acme"), "gone", {"model": "scripted:demo"}, enqueue=False
+    )
+    row = services.run_item(str(experiment.items.get().id))
+    assert (row.status, row.verdict) == ("failed", "error")
+    assert "agent" in row.error
+    report = acme.get(f"/api/v1/experiments/{experiment.id}").json()
+    assert report["status"] == "succeeded"
+    assert report["summary"]["errors"] == 1
