@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('harness', '0007_run_outcome'),
+        ("harness", "0007_run_outcome"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='run',
-            name='experiment',
+            model_name="run",
+            name="experiment",
             field=models.BooleanField(default=False),
         ),
     ]
