@@ -310,9 +310,10 @@ def run_item(experiment_item_id: str) -> ExperimentItem:
     if not claimed:
         return row
     experiment = row.experiment
-    Experiment.objects.filter(id=experiment.id, status=ExperimentStatus.QUEUED).update(
-        status=ExperimentStatus.RUNNING
-    )
+    if experiment.status == ExperimentStatus.QUEUED:
+        Experiment.objects.filter(id=experiment.id, status=ExperimentStatus.QUEUED).update(
+            status=ExperimentStatus.RUNNING
+        )
     if experiment.cancel_requested_at:
         row.status = ExperimentStatus.CANCELLED
     else:
