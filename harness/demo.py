@@ -53,6 +53,8 @@ ROLE_PERMISSIONS = [
             "email:send_external",
             "policy:admin",
             "approval:decide",
+            "dataset:write",
+            "experiment:run",
         ],
         "approver": ["approval:decide"],
     }.items()

@@ -169,6 +169,9 @@ class Run(models.Model):
     # Masked, like the run's other readable fields; the clear copy is sealed.
     plans = models.JSONField(default=list, blank=True)
     sealed_plans = models.TextField(blank=True, default="")
+    # A run of an experiment (experiments app): its tools are answered from a recording and
+    # it is left out of the tenant's production figures (cost reports).
+    experiment = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["-created_at"]

@@ -65,7 +65,7 @@ def cost_report(group_by: Sequence[str], where: CostFilter) -> dict[str, Any]:
 
 
 def _conditions(where: CostFilter) -> Q:
-    q = Q()
+    q = Q(experiment=False)  # experiment runs are not production figures
     if where.tenants is not None:
         q &= Q(tenant__slug__in=list(where.tenants))
     if where.start is not None:

@@ -119,6 +119,7 @@ class RunRequest:
     idempotency_key: str = ""
     session_id: str = ""
     budget: dict[str, Any] | None = None
+    experiment: bool = False  # an experiment's run (experiments.services)
 
     def digests(self) -> list[str]:
         """Keyed digests (HMAC-SHA256, under each fingerprint key, the current one first) of
@@ -185,6 +186,7 @@ def create_run(tenant: Tenant, request: RunRequest) -> tuple[Run, bool]:
                 callback_url=request.callback_url,
                 idempotency_key=request.idempotency_key,
                 request_digest=digests[0] if request.idempotency_key else "",
+                experiment=request.experiment,
             )
             policy.open_run_budget(tenant.slug, str(run_id), run_budget)
             estimate = run_estimate(tenant, agent, run_budget, limits)

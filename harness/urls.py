@@ -18,4 +18,5 @@ urlpatterns = [
     ),
     path("api/v1/", include("harness.api.urls")),
     path("api/v1/", include("policy.api.urls")),
+    path("api/v1/", include("experiments.api.urls")),
 ]

@@ -27,6 +27,8 @@ class ToolErrorCode(StrEnum):
     POLICY_REFUSED = "policy_refused"
     APPROVAL_DENIED = "approval_denied"
     LIMIT_EXCEEDED = "limit_exceeded"
+    # An experiment's call that matches no recorded call (experiments.recorded).
+    OFF_RECORD = "off_record"
 
 
 @dataclass(frozen=True)

@@ -161,6 +161,10 @@ def _drive(drive: Drive) -> Run:
     try:
         drive.agent = get_agent(run.agent)
         registry = get_tool_registry()
+        if run.experiment:  # the candidate's agent, and tools answered from the recording
+            from experiments.recorded import experiment_setup
+
+            drive.agent, registry = experiment_setup(run, drive.agent, registry)
     except (HarnessError, ToolFilesInvalid) as exc:
         outcome = StepOutcome(RunStatus.FAILED, detail=str(exc), reason=StopReason.CONFIGURATION)
         return _finish(drive, outcome)

@@ -90,6 +90,7 @@ INSTALLED_APPS = [
     "tools.demo.apps.DemoConfig",
     "policy.apps.PolicyConfig",
     "traces.apps.TracesConfig",
+    "experiments.apps.ExperimentsConfig",
 ]
 
 MIDDLEWARE = [

@@ -1,0 +1,37 @@
+"""Typed errors of datasets and experiments (rendered by the API as ``{"error": {...}}``)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from harness.errors import HarnessError
+
+
+class ExperimentErrorCode(StrEnum):
+    DATASET_NOT_FOUND = "dataset_not_found"
+    DATASET_EXISTS = "dataset_exists"
+    DATASET_ITEM_NOT_FOUND = "dataset_item_not_found"
+    DATASET_EMPTY = "dataset_empty"
+    RUN_NOT_RECORDED = "run_not_recorded"
+    EXPERIMENT_NOT_FOUND = "experiment_not_found"
+    UNSUPPORTED_CANDIDATE = "unsupported_candidate"
+    EXPERIMENT_RUN_UNLINKED = "experiment_run_unlinked"
+
+
+class ExperimentError(HarnessError):
+    code: Any = ExperimentErrorCode.DATASET_NOT_FOUND
+    http_status = 400
+
+    def __init__(
+        self, code: ExperimentErrorCode, message: str, details: dict[str, Any] | None = None
+    ) -> None:
+        super().__init__(message, details)
+        self.code = code
+        self.http_status = {
+            ExperimentErrorCode.DATASET_NOT_FOUND: 404,
+            ExperimentErrorCode.DATASET_ITEM_NOT_FOUND: 404,
+            ExperimentErrorCode.EXPERIMENT_NOT_FOUND: 404,
+            ExperimentErrorCode.DATASET_EXISTS: 409,
+            ExperimentErrorCode.RUN_NOT_RECORDED: 409,
+        }.get(code, 400)

@@ -1,0 +1,123 @@
+"""Tools answered from a recording: the seam that makes an experiment hermetic.
+
+An experiment run (``Run.experiment``) is driven by the real engine, with one change made
+where the driver loads its configuration (``harness.engine.driver._drive``): the agent is the
+candidate's, and every tool of the registry is swapped for a ``RecordedTool`` whose handler
+answers from the dataset item's recording. A call whose tool and canonical arguments match a
+recorded, executed call gets the recorded result (or the recorded error); any other call gets
+the tool error ``off_record``. No tool file's handler (Python, HTTP or MCP) is ever reached,
+whatever the policy allows: the policy, the executor (timeouts, idempotency rows), spans and
+audit records run as for any call.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import unicodedata
+from typing import Any
+
+from harness.agent_registry import AgentSpec
+from harness.models import Run
+from tools.errors import ToolErrorCode, ToolHandlerError
+from tools.executor import ToolContext
+from tools.registry import ToolDefinition, ToolRegistry
+
+
+def canonical(value: Any) -> str:
+    """The canonical JSON of a call's arguments: keys sorted, no spaces, strings in NFC,
+    integral floats as integers (``1.0`` is ``1``) — the key calls are matched by."""
+    return json.dumps(_normalised(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _normalised(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {unicodedata.normalize("NFC", str(k)): _normalised(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_normalised(v) for v in value]
+    if isinstance(value, str):
+        return unicodedata.normalize("NFC", value)
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    return value
+
+
+class Recording:
+    """The executed calls of a recorded run, by (tool, canonical arguments). The first
+    recorded answer of a key is given to every call with that key: a tool's result is taken
+    to depend only on its arguments (the limit of hermetic replay)."""
+
+    def __init__(self, calls: list[dict[str, Any]]) -> None:
+        self.answers: dict[tuple[str, str], dict[str, Any]] = {}
+        for call in calls:
+            if call.get("executed"):
+                self.answers.setdefault((call["tool"], canonical(call["arguments"])), call)
+
+    def answer(self, tool: str, arguments: dict[str, Any]) -> Any:
+        recorded = self.answers.get((tool, canonical(arguments)))
+        if recorded is None:
+            raise ToolHandlerError(
+                ToolErrorCode.OFF_RECORD,
+                f"{tool} was not called with these arguments in the recorded run: an "
+                "experiment answers tools only from the recording, and nothing was executed.",
+                {"tool": tool, "arguments": arguments},
+            )
+        if recorded.get("ok"):
+            return recorded.get("result")
+        error = recorded.get("error") or {}
+        try:
+            code = ToolErrorCode(error.get("code"))
+        except ValueError:
+            code = ToolErrorCode.TOOL_FAILED
+        raise ToolHandlerError(code, str(error.get("message", "")), error.get("details") or {})
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordedTool(ToolDefinition):
+    """A tool definition whose handler is the recording (its file's handler never runs)."""
+
+    recording: Recording | None = None
+
+    @property
+    def handler(self) -> Any:
+        recording, name = self.recording, self.name
+
+        def answer(arguments: dict[str, Any], context: ToolContext) -> Any:
+            assert recording is not None
+            return recording.answer(name, arguments)
+
+        return answer
+
+
+def recorded_registry(registry: ToolRegistry, recording: Recording) -> ToolRegistry:
+    """The same tools (names, schemas, access, policy attributes), answered from
+    ``recording``; ``http``/``mcp`` cleared so that nothing can reach a real endpoint."""
+    tools = {
+        name: RecordedTool(
+            **{f.name: getattr(tool, f.name) for f in dataclasses.fields(ToolDefinition)}
+            | {"http": None, "mcp": None},
+            recording=recording,
+        )
+        for name, tool in registry.tools.items()
+    }
+    return ToolRegistry(tools=tools, warnings=registry.warnings)
+
+
+def experiment_setup(
+    run: Run, agent: AgentSpec, registry: ToolRegistry
+) -> tuple[AgentSpec, ToolRegistry]:
+    """The candidate's agent and the recorded tools of an experiment run."""
+    from experiments.errors import ExperimentError, ExperimentErrorCode
+    from experiments.models import ExperimentItem
+    from experiments.services import candidate_agent, recording_of
+
+    item = ExperimentItem.objects.select_related("experiment", "item").filter(run=run).first()
+    if item is None:  # never run tools for real: the run fails as misconfigured
+        raise ExperimentError(
+            ExperimentErrorCode.EXPERIMENT_RUN_UNLINKED,
+            f"Experiment run {run.id} has no experiment item: no recording to answer from.",
+        )
+    recording = recording_of(item.item)
+    return candidate_agent(agent, item.experiment.candidate), recorded_registry(
+        registry, Recording(recording.get("calls", []))
+    )
