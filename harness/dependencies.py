@@ -37,8 +37,8 @@ _BROKER = _classes("kombu.exceptions", "OperationalError")
 
 
 def unavailable_dependency(exc: BaseException) -> str | None:
-    """``"database"``, ``"redis"`` or ``"broker"`` when ``exc`` (or what it was raised from) says that
-    dependency is unreachable; None otherwise."""
+    """``"database"``, ``"redis"`` or ``"broker"`` when ``exc`` (or what it was raised from)
+    says that dependency is unreachable; None otherwise."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:

@@ -59,7 +59,7 @@ def _redis_ok(url: str) -> bool:
 
 
 @functools.cache
-def _redis_client(url: str):  # noqa: ANN202 (redis is imported lazily)
+def _redis_client(url: str):  # redis is imported lazily
     import redis
 
     return redis.Redis.from_url(

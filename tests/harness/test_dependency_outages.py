@@ -5,13 +5,12 @@ test's own killed."""
 
 from __future__ import annotations
 
-import pytest
 import redis
 from django.contrib.auth import get_user_model
 from django.test import Client
 
 from harness.api.exceptions import render_api_error
-from tests.support.servers import RedisServer, database_unreachable, free_port
+from tests.support.servers import database_unreachable, free_port, redis_server  # noqa: F401
 
 BODY = {"agent": "ticket-assistant", "user": "bob", "input": "Why is T-20250318-007 open?"}
 
@@ -61,15 +60,10 @@ def test_other_errors_stay_500(demo):
     assert render_api_error(RuntimeError("a bug"), {}).status_code == 500
 
 
-@pytest.fixture
-def redis_server(tmp_path):
-    server = RedisServer(tmp_path).start()
-    yield server
-    server.kill()
-
-
 def test_readyz_checks_the_database_and_redis_healthz_only_the_database(
-    demo, settings, redis_server
+    demo,
+    settings,
+    redis_server,  # noqa: F811
 ):
     settings.REDIS_URL = redis_server.url
     client = Client()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -63,11 +64,30 @@ class RedisServer:
             time.sleep(0.05)
         raise RuntimeError("redis-server did not start")
 
+    def pause(self) -> None:
+        """SIGSTOP: connections are still accepted (by the kernel) but nothing is answered."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGCONT)
+
     def kill(self) -> None:
         if self.process is not None and self.process.poll() is None:
             self.process.kill()
             self.process.wait(timeout=10)
         self.process = None
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
+    """A private redis-server of this test's own, killed at the end."""
+    server = RedisServer(tmp_path).start()
+    yield server
+    if server.process is not None:
+        server.resume()
+    server.kill()
 
 
 @contextlib.contextmanager
