@@ -6,9 +6,14 @@ those services do not import each other.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from django.db import transaction
+
+from harness.dependencies import unavailable_dependency
+
+logger = logging.getLogger(__name__)
 
 RUN_TASK = "harness.execute_run"
 DELIVERY_TASK = "harness.deliver_webhook"
@@ -23,6 +28,14 @@ def enqueue_delivery(delivery_id: Any) -> None:
 
 
 def _send(name: str, *args: str) -> None:
+    """Publish after the commit. A broker that is down loses nothing: the run (or delivery) is
+    committed and the beat sweeps send it again (``recover_stalled_runs`` after a lease's
+    length, ``dispatch_due_webhooks`` when due), so the caller is not failed for it."""
     from harness.celery import app
 
-    app.send_task(name, args=args)
+    try:
+        app.send_task(name, args=args)
+    except Exception as exc:
+        if unavailable_dependency(exc) is None:
+            raise
+        logger.warning("broker unavailable, %s %s left to the sweep: %s", name, args, exc)

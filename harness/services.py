@@ -275,6 +275,8 @@ def execute_run(run_id: uuid.UUID | str, owner: str = "") -> Run | None:
     lease = state.claim(str(run_id), driver.owner)
     if lease is None:
         return Run.objects.filter(id=run_id).first()
+    if lease.first:  # queued until now: the deadline counts from here (README "Runs")
+        state.start_deadline(lease)
     return drive_run(str(run_id), driver, lease)
 
 

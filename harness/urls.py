@@ -2,13 +2,14 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from harness.health import healthz
+from harness.health import healthz, readyz
 
 # The schema and its docs are public: they describe the API, they do not call it.
 PUBLIC = {"authentication_classes": [], "permission_classes": []}
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
+    path("readyz", readyz, name="readyz"),
     path("admin/", admin.site.urls),
     path("api/v1/schema", SpectacularAPIView.as_view(**PUBLIC), name="api-schema"),
     path(
@@ -20,3 +21,6 @@ urlpatterns = [
     path("api/v1/", include("policy.api.urls")),
     path("api/v1/", include("experiments.api.urls")),
 ]
+
+# Errors outside DRF's views (middleware, Django itself): a dependency that is down is a 503.
+handler500 = "harness.api.exceptions.server_error"

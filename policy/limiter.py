@@ -9,6 +9,14 @@ key: slower, but still shared by every process on that database, not per process
 - ``acquire_slot``/``release_slot``: concurrency slots with a lease, so a crashed worker's
   slot frees itself; re-acquiring refreshes the lease;
 - ``incr_capped``/``decr``: a counter that refuses to pass its cap.
+
+A Redis outage fails open (like the gateway's route limits): while Redis does not answer
+within ``REDIS_TIMEOUT_S``, rates and slots allow, counters let pass, and a slot that could not
+be released is released once Redis answers again (its lease frees it otherwise). Tenant
+limits are a fairness device, not a safety one (daily budgets live in the database and still
+hold): an outage must neither refuse every new run nor end the runs in flight. After a failed
+call Redis is not asked again for ``REDIS_RETRY_S``, so a Redis that times out does not slow
+every call by the timeout.
 """
 
 from __future__ import annotations
@@ -16,10 +24,12 @@ from __future__ import annotations
 import functools
 import logging
 import secrets
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from django.conf import settings
 from django.db import transaction
@@ -28,7 +38,12 @@ from django.utils import timezone
 from policy.models import LimitBucket, LimitSlot
 
 KEY_PREFIX = "harness:limits:"
+# A limiter call waits this long for Redis at most (connect, then answer), then fails open.
+REDIS_TIMEOUT_S = 1.0
+# After a failure, calls fail open without asking Redis for this long.
+REDIS_RETRY_S = 2.0
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 _RATE = """
 local t = redis.call('TIME')
@@ -105,37 +120,95 @@ class RedisLimiter:
     def __init__(self, url: str) -> None:
         import redis
 
-        self.client = redis.Redis.from_url(url)
+        self.client = redis.Redis.from_url(
+            url, socket_timeout=REDIS_TIMEOUT_S, socket_connect_timeout=REDIS_TIMEOUT_S
+        )
+        self._errors: tuple[type[BaseException], ...] = (redis.RedisError, OSError)
         self._rate = self.client.register_script(_RATE)
         self._slot = self.client.register_script(_SLOT)
         self._capped = self.client.register_script(_CAPPED)
+        self._lock = threading.Lock()
+        self._down_until = 0.0  # monotonic; 0 while Redis answers
+        self._unreleased: set[tuple[str, str]] = set()
+
+    def _call(self, what: str, operation: Callable[[], T], fallback: T) -> T:
+        """Run ``operation`` on Redis, or return ``fallback`` (fail open) if Redis is down.
+        Slots left unreleased by an outage are released first, before anything is counted."""
+        if self._down_until and time.monotonic() < self._down_until:
+            return fallback
+        try:
+            if self._unreleased:
+                self._release_pending()
+            result = operation()
+        except self._errors as exc:
+            with self._lock:
+                first = not self._down_until
+                self._down_until = time.monotonic() + REDIS_RETRY_S
+            if first:
+                logger.warning("Redis limiter unavailable, limits not enforced: %s: %s", what, exc)
+            return fallback
+        if self._down_until:
+            with self._lock:
+                self._down_until = 0.0
+            logger.warning("Redis limiter available again; limits enforced.")
+        return result
+
+    def _release_pending(self) -> None:
+        with self._lock:
+            pending, self._unreleased = self._unreleased, set()
+        try:
+            for key, member in pending:
+                self.client.zrem(KEY_PREFIX + key, member)
+        except self._errors:
+            with self._lock:
+                self._unreleased |= pending
+            raise
 
     def hit_rate(self, key: str, limit: int, window_ms: int) -> RateResult:
         member = f"{time.time_ns()}-{secrets.token_hex(4)}"
-        allowed, retry_ms = self._rate(keys=[KEY_PREFIX + key], args=[limit, window_ms, member])
+        allowed, retry_ms = self._call(
+            "hit_rate",
+            lambda: self._rate(keys=[KEY_PREFIX + key], args=[limit, window_ms, member]),
+            (1, 0),
+        )
         return RateResult(bool(allowed), max(0, int(retry_ms)) / 1000)
 
     def rate_usage(self, key: str, window_ms: int) -> tuple[int, float]:
-        count, retry_ms = self._rate(keys=[KEY_PREFIX + key], args=[0, window_ms, ""])
+        count, retry_ms = self._call(
+            "rate_usage",
+            lambda: self._rate(keys=[KEY_PREFIX + key], args=[0, window_ms, ""]),
+            (0, 0),
+        )
         return int(count), max(0, int(retry_ms)) / 1000
 
     def acquire_slot(
         self, key: str, member: str, limit: int, lease_s: int, force: bool = False
     ) -> bool:
         args = [limit, member, lease_s * 1000, "1" if force else "0"]
-        return bool(self._slot(keys=[KEY_PREFIX + key], args=args))
+        return bool(
+            self._call("acquire_slot", lambda: self._slot(keys=[KEY_PREFIX + key], args=args), 1)
+        )
 
     def release_slot(self, key: str, member: str) -> None:
-        self.client.zrem(KEY_PREFIX + key, member)
+        released = self._call("release_slot", lambda: self.client.zrem(KEY_PREFIX + key, member), 0)
+        if not released and self._down_until:
+            # Redis is down: release the slot when it answers again.
+            with self._lock:
+                self._unreleased.add((key, member))
 
     def incr_capped(self, key: str, cap: int, ttl_s: int) -> bool:
-        allowed, _ = self._capped(keys=[KEY_PREFIX + key], args=[cap, ttl_s])
+        allowed, _ = self._call(
+            "incr_capped",
+            lambda: self._capped(keys=[KEY_PREFIX + key], args=[cap, ttl_s]),
+            (1, 0),
+        )
         return bool(allowed)
 
     def decr(self, key: str) -> None:
-        self.client.decr(KEY_PREFIX + key)
+        self._call("decr", lambda: self.client.decr(KEY_PREFIX + key), 0)
 
     def clear(self) -> None:
+        # Operators and tests: an outage here is an error, not a silent no-op.
         for key in self.client.scan_iter(match=KEY_PREFIX + "*", count=1000):
             self.client.delete(key)
 

@@ -34,8 +34,9 @@ $PY manage.py check_tools >var/check-tools.log 2>&1 \
   || echo "check_tools reported problems (MCP drift?): see var/check-tools.log"
 
 # -B: beat inside the worker (recovers stalled runs, retries webhooks) — enough for one host.
-.venv/bin/celery -A harness worker -B --schedule var/celerybeat-schedule --loglevel INFO \
-  --concurrency 2 >var/worker.log 2>&1 &
+# Supervised: started again within seconds whenever it dies (var/worker.pid: its pid).
+scripts/supervise.sh var/worker.pid .venv/bin/celery -A harness worker -B \
+  --schedule var/celerybeat-schedule --loglevel INFO --concurrency 2 >var/worker.log 2>&1 &
 WORKER=$!
 # ASGI (uvicorn workers): live event streams are async and hold no thread each. On PostgreSQL
 # each worker pools its connections (HARNESS_DB_POOL, on by default).

@@ -79,6 +79,14 @@ def _shared_limits_start_empty(settings: Any) -> None:
 
 
 @pytest.fixture(autouse=True)
+def _no_kept_tool_outcome_from_an_earlier_test():
+    """Tool outcomes kept in memory (not stored yet) belong to the test that made them."""
+    from tools.executor import forget_kept_outcomes
+
+    forget_kept_outcomes()
+
+
+@pytest.fixture(autouse=True)
 def _no_run_outlives_its_test():
     """Runs driven inline in threads finish before the test's data is flushed."""
     yield

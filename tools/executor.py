@@ -17,6 +17,12 @@ that knows none of its keys ran before (a run's first drive: ``first_execution``
 idempotent call the row written before it runs: its row is written once, with its outcome —
 were the process to die in between, running it again is what ``idempotent`` allows.
 
+An outcome that cannot be stored (the database is down, or the step that was to write it
+never commits) is kept in this process's memory, not lost: a later execution of its key in
+this process gets it (and the engine writes it with the step that records it), and a
+background thread writes it under its key once the database takes it, so that whichever
+process drives the run next reads the effect as done, never as ``outcome_unknown``.
+
 Retries: a ``TransientToolError`` is retried with backoff within the timeout, only for
 idempotent tools; non-idempotent tools are never retried automatically.
 
@@ -42,7 +48,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import DatabaseError, close_old_connections, connection, connections
+from django.db import DatabaseError, close_old_connections, connection, connections, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -205,6 +211,13 @@ def _run_group(
             if on_start:
                 on_start(index)
             started = time.monotonic()
+            kept = _kept.get(calls[index].context.idempotency_key)
+            if kept is not None:  # it ran here before and is not stored yet: not run again
+                outcome = dataclasses.replace(kept.outcome, replayed=True)
+                _store_or_keep(calls[index], kept.record_id, kept.outcome, store)
+                outcome.duration_ms = _elapsed_ms(started)
+                settle(index, outcome)
+                continue
             try:
                 if first_execution and calls[index].tool.idempotent:
                     record_id, stored = 0, None  # recorded with its outcome only
@@ -264,13 +277,28 @@ def _collect(
     except Exception as exc:
         return _failure(call.tool, exc, attempts=0)
     outcome.duration_ms = _elapsed_ms(state.started)
-    try:
-        store(call, state.record_id, outcome)
-    except DatabaseError:
-        logger.exception(
-            "could not store the outcome of %s (record %s)", call.tool.name, state.record_id
-        )
+    _store_or_keep(call, state.record_id, outcome, store)
     return outcome
+
+
+def _store_or_keep(
+    call: PlannedCall,
+    record_id: int,
+    outcome: ToolOutcome,
+    store: Callable[[PlannedCall, int, ToolOutcome], None],
+) -> None:
+    """Keep the outcome in memory until it is stored, then hand it to ``store``. Never raises
+    for the database: a store that fails leaves it kept, and written later."""
+    _kept.keep(call, record_id, outcome)
+    try:
+        store(call, record_id, outcome)
+    except DatabaseError as exc:
+        logger.warning(
+            "could not store the outcome of %s (record %s), kept to write later: %s",
+            call.tool.name,
+            record_id,
+            exc,
+        )
 
 
 def _claim(call: PlannedCall) -> tuple[int, ToolOutcome | None]:
@@ -308,6 +336,8 @@ def _claim(call: PlannedCall) -> tuple[int, ToolOutcome | None]:
 def store_outcome(call: PlannedCall, record_id: int, outcome: ToolOutcome) -> None:
     """Record how an execution ended under its key: one UPDATE of the row written when it
     started, or (``record_id`` 0: none was) one INSERT. Reads nothing back."""
+    key = call.context.idempotency_key
+    _kept.attempted(key)
     status = ExecutionStatus.SUCCEEDED if outcome.ok else ExecutionStatus.FAILED
     sealed = seal(
         {"result": outcome.result, "error": outcome.error.to_dict() if outcome.error else None}
@@ -320,6 +350,7 @@ def store_outcome(call: PlannedCall, record_id: int, outcome: ToolOutcome) -> No
             attempts=F("attempts") + outcome.attempts,
             finished_at=now,
         )
+        _forget_when_committed(key, outcome)
         return
     record = new_row(
         ToolExecution,
@@ -333,6 +364,12 @@ def store_outcome(call: PlannedCall, record_id: int, outcome: ToolOutcome) -> No
         finished_at=now,
     )
     insert_rows([record], ignore_conflicts=True, unique_fields=("idempotency_key",))
+    _forget_when_committed(key, outcome)
+
+
+def _forget_when_committed(key: str, outcome: ToolOutcome) -> None:
+    # Forgotten once written for good: if the step's transaction rolls back, it stays kept.
+    transaction.on_commit(lambda: _kept.stored(key, outcome))
 
 
 def _run_in_worker(call: PlannedCall, state: _Running) -> ToolOutcome:
@@ -340,8 +377,8 @@ def _run_in_worker(call: PlannedCall, state: _Running) -> ToolOutcome:
     close_old_connections()
     try:
         outcome = _attempt(call, state.deadline)
-        if not state.finish():
-            store_outcome(call, state.record_id, outcome)  # a late result, kept for later
+        if not state.finish():  # a late result, kept for later
+            _store_or_keep(call, state.record_id, outcome, store_outcome)
         return outcome
     finally:
         # Pool threads outlive requests and tests: a connection a handler opened here would
@@ -429,6 +466,100 @@ def _failure(tool: ToolDefinition, exc: Exception, attempts: int) -> ToolOutcome
         traceback="".join(traceback.format_exception(exc)),
         attempts=attempts,
     )
+
+
+# --- outcomes not stored yet -----------------------------------------------------------------
+
+# How long after a store was tried (and did not commit) the writer thread writes the outcome
+# itself; an outcome whose store was never tried (its step is still going: parallel calls
+# wait for the slowest) waits ``UNTRIED_GRACE_S``. Writing twice is harmless: same values.
+STORE_GRACE_S = 1.0
+UNTRIED_GRACE_S = 30.0
+WRITER_INTERVAL_S = 0.5
+
+
+@dataclass
+class _Kept:
+    call: PlannedCall
+    record_id: int
+    outcome: ToolOutcome
+    due: float  # time.monotonic() after which the writer thread writes it
+
+
+class _KeptOutcomes:
+    """This process's outcomes that happened and are not stored yet, by idempotency key."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._items: dict[str, _Kept] = {}
+        self._writer: threading.Thread | None = None
+
+    def keep(self, call: PlannedCall, record_id: int, outcome: ToolOutcome) -> None:
+        due = time.monotonic() + UNTRIED_GRACE_S
+        with self._lock:
+            self._items[call.context.idempotency_key] = _Kept(call, record_id, outcome, due)
+            if self._writer is None:
+                self._writer = threading.Thread(
+                    target=self._write_loop, name="tool-outcome-writer", daemon=True
+                )
+                self._writer.start()
+
+    def get(self, key: str) -> _Kept | None:
+        with self._lock:
+            return self._items.get(key)
+
+    def attempted(self, key: str) -> None:
+        with self._lock:
+            kept = self._items.get(key)
+            if kept is not None:
+                kept.due = min(kept.due, time.monotonic() + STORE_GRACE_S)
+
+    def stored(self, key: str, outcome: ToolOutcome) -> None:
+        with self._lock:
+            kept = self._items.get(key)
+            if kept is not None and kept.outcome is outcome:
+                del self._items[key]
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+    def _write_loop(self) -> None:
+        try:
+            while True:
+                time.sleep(WRITER_INTERVAL_S)
+                now = time.monotonic()
+                with self._lock:
+                    if not self._items:
+                        self._writer = None
+                        return
+                    due = [kept for kept in self._items.values() if kept.due <= now]
+                for kept in due:
+                    try:
+                        store_outcome(kept.call, kept.record_id, kept.outcome)
+                    except DatabaseError as exc:
+                        logger.warning("kept tool outcome not written yet: %s", exc)
+                        break
+                    logger.info(
+                        "kept outcome of %s written under %s",
+                        kept.call.tool.name,
+                        kept.call.context.idempotency_key,
+                    )
+                if due:
+                    connections.close_all()  # a fresh one next time; none held while idle
+        finally:
+            connections.close_all()
+
+
+_kept = _KeptOutcomes()
+
+
+def forget_kept_outcomes() -> None:
+    """Drop the outcomes kept in memory (tests: one test's late results are not another's)."""
+    _kept.clear()
 
 
 def _executor() -> ThreadPoolExecutor:

@@ -92,6 +92,19 @@ def claim(run_id: str, owner: str) -> Lease | None:
     return None if row is None else Lease(run_id=str(run_id), owner=owner, token=row[0])
 
 
+def start_deadline(lease: Lease) -> None:
+    """Count the run's deadline from now, its first claim, not from when it was queued: time
+    spent waiting for a worker (a backlog, a dead worker, a broker outage) is not the run's.
+    ``deadline_at`` moves later by the time queued. Fenced; for the first claim only."""
+    now = timezone.now()
+    queued = ExpressionWrapper(
+        Value(now, output_field=DateTimeField()) - F("created_at"), output_field=DurationField()
+    )
+    Run.objects.filter(_held(lease), deadline_at__isnull=False).update(
+        deadline_at=ExpressionWrapper(F("deadline_at") + queued, output_field=DateTimeField())
+    )
+
+
 def _held(lease: Lease) -> Q:
     return Q(id=lease.run_id, lease_token=lease.token, status=RunStatus.RUNNING)
 

@@ -1,5 +1,10 @@
 """Run lifecycle through the API: deadlines, hand-off, cancellation, sessions, listing."""
 
+import time
+from datetime import timedelta
+
+from django.utils import timezone
+
 from harness.models import Run
 from harness.services import execute_run
 from tests.runs import agent_with, wait_until
@@ -181,3 +186,19 @@ def test_admission_reads_the_tenants_limits_once_and_numbers_the_first_event_wit
     assert not any("harness_runevent" in s and s.lstrip().startswith("SELECT") for s in sql)
     [queued] = RunEvent.objects.filter(run=run)
     assert (queued.sequence, queued.type) == (1, "run.queued")
+
+
+def test_a_run_queued_longer_than_its_deadline_still_runs_its_deadline_counts_from_its_claim(
+    acme,
+):
+    body = {"agent": "ticket-assistant", "user": "bob", "input": "Why is T-20250318-007 open?"}
+    queued = acme.post("/api/v1/runs", body | {"mode": "async", "deadline_s": 1}).json()
+    time.sleep(1.5)  # no worker picks it up for longer than its deadline
+
+    claimed_at = timezone.now()
+    run = execute_run(queued["id"])
+
+    assert (run.status, run.stop_reason) == ("succeeded", "final_answer")
+    assert run.started_at >= max(claimed_at, run.created_at + timedelta(seconds=1.5))
+    # Its one second counts from the claim (to the millisecond: both stamps come from Python).
+    assert abs((run.deadline_at - run.started_at).total_seconds() - 1) < 0.1
