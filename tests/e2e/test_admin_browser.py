@@ -261,7 +261,8 @@ def test_the_run_list_fits_1280_px_with_every_column(varied_runs, operator, live
         scrolls = page.evaluate(
             "(b => b.scrollWidth > b.clientWidth)(document.querySelector('#changelist .results'))"
         )
-        badges = page.locator("#result_list .run-status").all_inner_texts()
+        badges = page.locator("#result_list .run-status:not(.run-outcome)").all_inner_texts()
+        outcomes = page.locator("#result_list .run-outcome").all_inner_texts()
         held_colour = page.locator(
             '#result_list .run-status[data-status="awaiting_approval"]'
         ).evaluate("e => getComputedStyle(e).backgroundColor")
@@ -273,6 +274,7 @@ def test_the_run_list_fits_1280_px_with_every_column(varied_runs, operator, live
     assert [h.strip().lower() for h in headers if h.strip()] == [
         "request id",
         "status",
+        "outcome",
         "agent",
         "user id",
         "input",
@@ -288,6 +290,7 @@ def test_the_run_list_fits_1280_px_with_every_column(varied_runs, operator, live
     assert cut == []
     assert not scrolls
     assert sorted(badges) == ["Awaiting Approval", "Budget Exceeded", "Succeeded"]
+    assert len(outcomes) == 3
     assert held_colour == "rgb(255, 241, 214)"  # amber
     assert all(c.startswith("$") for c in costs), costs
     assert any("138****5678" in i for i in inputs), inputs
