@@ -8,20 +8,21 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from harness.api.serializers import QueryFilters
 from harness.reports import DIMENSIONS, CostFilter, cost_report
 
 # A tenant's own report: grouping by tenant would only repeat its name.
 TENANT_DIMENSIONS = [name for name in DIMENSIONS if name != "tenant"]
 
 
-class CostReportQuerySerializer(serializers.Serializer):
+class CostReportQuerySerializer(QueryFilters):
     group_by = serializers.CharField(
         required=False,
         default="day",
         help_text=f"Comma-separated, from: {', '.join(TENANT_DIMENSIONS)}.",
     )
-    agent = serializers.CharField(required=False)
-    user = serializers.CharField(required=False)
+    agent = serializers.CharField(required=False, trim_whitespace=False)
+    user = serializers.CharField(required=False, trim_whitespace=False)
 
     def get_fields(self) -> dict[str, serializers.Field]:
         fields = super().get_fields()

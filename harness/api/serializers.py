@@ -1,5 +1,6 @@
+import re
 from collections.abc import Mapping
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from rest_framework import serializers
@@ -13,7 +14,9 @@ MAX_INT32 = 2_147_483_647
 
 
 class StrictSerializer(serializers.Serializer):
-    """Refuses fields it does not know (a typo such as ``callback_uri`` must not be ignored)."""
+    """Refuses fields it does not know (a typo such as ``callback_uri`` must not be ignored),
+    and values of another JSON type than the field's (DRF would read ``5`` as ``"5"`` and
+    ``"false"`` as false): what the schema calls a string is a JSON string."""
 
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, Mapping):
@@ -23,15 +26,79 @@ class StrictSerializer(serializers.Serializer):
                 raise serializers.ValidationError(
                     {key: [f"Unknown field; known: {', '.join(sorted(known))}."] for key in unknown}
                 )
+            wrong = {
+                name: [f"Must be {expected}."]
+                for name, value in data.items()
+                if value is not None
+                and (expected := _json_type(self.fields[name]))
+                and not _is_json_type(value, expected)
+            }
+            if wrong:
+                raise serializers.ValidationError(wrong)
         return super().to_internal_value(data)
+
+
+def _json_type(field: serializers.Field) -> str | None:
+    if isinstance(field, serializers.BooleanField):
+        return "a boolean"
+    if isinstance(field, serializers.IntegerField):
+        return "an integer"
+    if isinstance(field, serializers.FloatField | serializers.DecimalField):
+        return "a number"
+    if isinstance(field, serializers.CharField | serializers.ChoiceField | serializers.UUIDField):
+        return "a string"
+    return None
+
+
+def _is_json_type(value: Any, expected: str) -> bool:
+    if isinstance(value, bool):
+        return expected == "a boolean"
+    if expected == "an integer":
+        return isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+    if expected == "a number":
+        return isinstance(value, int | float)
+    return isinstance(value, str) if expected == "a string" else False
+
+
+class PatternField(serializers.CharField):
+    """A string that ``pattern`` matches whole, checked untrimmed (what is checked is what is
+    stored; Python's ``$`` would also let a trailing newline through). The schema documents it
+    as ``^pattern$`` (harness.api.schema.PatternFieldExtension)."""
+
+    def __init__(self, pattern: str, **kwargs: Any) -> None:
+        kwargs.setdefault("trim_whitespace", False)
+        super().__init__(**kwargs)
+        self.pattern = pattern
+        regex = re.compile(pattern)
+
+        def matches_whole(value: str) -> None:
+            if not regex.fullmatch(value):
+                raise serializers.ValidationError(f"Must match ^(?:{pattern})$.")
+
+        self.validators.append(matches_whole)
+
+
+class UsdField(serializers.DecimalField):
+    """An amount in USD, a JSON number as the README shows: rounded to the stored 6 decimal
+    places rather than refused (a binary float such as 0.1 has more digits than it says)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(max_digits=12, decimal_places=6, rounding=ROUND_HALF_UP, **kwargs)
+
+    def validate_precision(self, value: Decimal) -> Decimal:
+        # Round without a precision context first: too many digits is then a 400, not a 500.
+        return super().validate_precision(value.quantize(Decimal("0.000001"), ROUND_HALF_UP))
 
 
 class RunBudgetSerializer(StrictSerializer):
     """Per-request budget: lowers or raises the agent's, up to the tenant's maximum."""
 
     max_tokens = serializers.IntegerField(required=False, min_value=1, max_value=MAX_INT32)
-    max_cost_usd = serializers.DecimalField(
-        required=False, max_digits=12, decimal_places=6, min_value=Decimal("0.000001")
+    max_cost_usd = UsdField(
+        required=False,
+        min_value=Decimal("0.000001"),
+        max_value=Decimal("999999.999999"),
+        help_text="USD; rounded to 6 decimal places.",
     )
     max_tool_calls = serializers.IntegerField(required=False, min_value=1, max_value=MAX_INT32)
     max_calls_per_tool = serializers.IntegerField(required=False, min_value=1, max_value=MAX_INT32)
@@ -120,15 +187,30 @@ class RunSerializer(serializers.ModelSerializer):
         }
 
 
-class RunFilterSerializer(serializers.Serializer):
+class QueryFilters(serializers.Serializer):
+    """Query filters as the schema says: an empty value (``?user=``) is refused, not read as no
+    filter (DRF would skip it); a present value is taken untrimmed."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        blank = {
+            name: ["This field may not be blank."]
+            for name in self.fields
+            if hasattr(data, "getlist") and "" in data.getlist(name)
+        }
+        if blank:
+            raise serializers.ValidationError(blank)
+        return super().to_internal_value(data)
+
+
+class RunFilterSerializer(QueryFilters):
     status = serializers.ChoiceField(choices=RunStatus.choices, required=False)
     outcome = serializers.ChoiceField(
         choices=RunOutcome.choices,
         required=False,
         help_text="Runs whose outcome (their worst kind) is this one.",
     )
-    agent = serializers.CharField(required=False)
-    user = serializers.CharField(required=False)
+    agent = serializers.CharField(required=False, trim_whitespace=False)
+    user = serializers.CharField(required=False, trim_whitespace=False)
     session_id = serializers.UUIDField(required=False)
     created_after = serializers.DateTimeField(required=False)
     created_before = serializers.DateTimeField(required=False)
@@ -202,11 +284,3 @@ class SpanSerializer(serializers.Serializer):
 class TraceSerializer(serializers.Serializer):
     request_id = serializers.CharField()
     spans = SpanSerializer(many=True)
-
-
-class WhatIfSerializer(StrictSerializer):
-    """A proposed policy change (each edit shaped like the policy API's bodies; the policy
-    service checks their meaning) and how many of the latest runs to examine."""
-
-    changes = serializers.ListField(child=serializers.DictField(), min_length=1, max_length=100)
-    limit = serializers.IntegerField(min_value=1, max_value=200, default=20)

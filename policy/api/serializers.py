@@ -3,43 +3,57 @@
 from collections.abc import Mapping
 from typing import Any
 
+from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema_field
 from rest_framework import serializers
 
+from harness.api.serializers import PatternField, StrictSerializer
 
-class StrictSerializer(serializers.Serializer):
-    """Refuses fields it does not know (a typo such as ``callback_uri`` must not be ignored)."""
-
-    def to_internal_value(self, data: Any) -> Any:
-        if isinstance(data, Mapping):
-            known = {name for name, field in self.fields.items() if not field.read_only}
-            unknown = sorted(str(key) for key in data if key not in known)
-            if unknown:
-                raise serializers.ValidationError(
-                    {key: [f"Unknown field; known: {', '.join(sorted(known))}."] for key in unknown}
-                )
-        return super().to_internal_value(data)
+# The shapes the policy services check (policy/acl.py, policy/rules.py), documented in the
+# schema so that a request the schema allows is one the services take.
+NAME = r"[A-Za-z0-9_.@-]{1,200}"
+ROLE = rf"(?:role:)?{NAME}"
+SCOPE = r"(?:[a-z0-9_-]+|\*):(?:[a-z0-9_-]+|\*)"
+LABEL = r"[a-z0-9_-]{1,64}"
+SINK = rf"{LABEL}|\*"
+TOOL = r"[a-zA-Z0-9_-]{1,64}|\*"
+RULE_NAME = r"[a-z0-9][a-z0-9_-]{0,99}"
+NEW_RULE_NAME = rf"(?!default-){RULE_NAME}"  # names starting "default-" are the shipped ones
 
 
 class PermissionSerializer(StrictSerializer):
-    subject = serializers.CharField(max_length=200, help_text="A user or a role.")
-    scope = serializers.CharField(max_length=200, help_text="object:action, e.g. ticket:write")
+    subject = PatternField(ROLE, max_length=200, help_text="A user, or a role (role:<name>).")
+    scope = PatternField(SCOPE, max_length=200, help_text="object:action, e.g. ticket:write")
     effect = serializers.ChoiceField(choices=["allow", "deny"], default="allow")
 
 
 class RoleSerializer(StrictSerializer):
-    user = serializers.CharField(max_length=200)
-    role = serializers.CharField(max_length=200)
+    user = PatternField(NAME, max_length=200)
+    role = PatternField(ROLE, max_length=200)
+
+
+@extend_schema_field(
+    {
+        "type": "object",
+        "additionalProperties": {
+            "nullable": True,
+            "anyOf": [{"type": "string"}, {"type": "number"}, {"type": "boolean"}],
+        },
+        "description": "Argument values the call must have (call rules only).",
+    }
+)
+class MatchField(serializers.DictField):
+    pass
 
 
 class RuleSerializer(StrictSerializer):
-    name = serializers.CharField(max_length=100)
+    name = PatternField(RULE_NAME, max_length=100)
     kind = serializers.ChoiceField(choices=["flow", "exclusive", "call"])
     effect = serializers.ChoiceField(choices=["refuse", "require_approval"])
-    label = serializers.CharField(required=False, allow_blank=True, max_length=64)
-    other_label = serializers.CharField(required=False, allow_blank=True, max_length=64)
-    sink = serializers.CharField(required=False, allow_blank=True, max_length=64)
-    tool = serializers.CharField(required=False, allow_blank=True, max_length=64)
-    match = serializers.DictField(required=False)
+    label = PatternField(LABEL, required=False, allow_blank=True, max_length=64)
+    other_label = PatternField(LABEL, required=False, allow_blank=True, max_length=64)
+    sink = PatternField(SINK, required=False, allow_blank=True, max_length=64)
+    tool = PatternField(TOOL, required=False, allow_blank=True, max_length=64)
+    match = MatchField(required=False)
     description = serializers.CharField(required=False, allow_blank=True, max_length=2000)
     enabled = serializers.BooleanField(required=False, default=True)
     default = serializers.BooleanField(read_only=True)
@@ -50,6 +64,60 @@ class RuleUpdateSerializer(RuleSerializer):
     kind = serializers.ChoiceField(choices=["flow", "exclusive", "call"], required=False)
     effect = serializers.ChoiceField(choices=["refuse", "require_approval"], required=False)
     enabled = serializers.BooleanField(required=False)
+
+
+class FewChoices(serializers.ChoiceField):
+    """The few values of kind or op one oneOf variant takes: documented inline as a pattern
+    (harness.api.schema.FewChoicesExtension), not as an enum component of its own."""
+
+
+def _choice(*values: str) -> FewChoices:
+    return FewChoices(choices=list(values))
+
+
+class _NewRule(StrictSerializer):
+    """The request body of one kind of rule (the schema's ``oneOf`` on ``kind``): exactly the
+    fields that kind takes."""
+
+    name = PatternField(NEW_RULE_NAME, max_length=100)
+    effect = serializers.ChoiceField(choices=["refuse", "require_approval"])
+    description = serializers.CharField(required=False, allow_blank=True, max_length=2000)
+    enabled = serializers.BooleanField(required=False, default=True)
+
+
+class FlowRuleSerializer(_NewRule):
+    """Refuse (or hold) a call to a ``sink`` once the run has read data labelled ``label``."""
+
+    kind = _choice("flow")
+    label = PatternField(LABEL, max_length=64)
+    sink = PatternField(SINK, max_length=64)
+
+
+class ExclusiveRuleSerializer(_NewRule):
+    """Refuse (or hold) a run that would hold both labels (two different ones)."""
+
+    kind = _choice("exclusive")
+    label = PatternField(LABEL, max_length=64)
+    other_label = PatternField(LABEL, max_length=64)
+
+
+class CallRuleSerializer(_NewRule):
+    """Refuse (or hold for approval) calls of ``tool`` whose arguments have ``match``."""
+
+    kind = _choice("call")
+    tool = PatternField(TOOL, max_length=64)
+    match = MatchField(required=False)
+
+
+NEW_RULE = PolymorphicProxySerializer(
+    component_name="NewRule",
+    serializers={
+        "flow": FlowRuleSerializer,
+        "exclusive": ExclusiveRuleSerializer,
+        "call": CallRuleSerializer,
+    },
+    resource_type_field_name="kind",
+)
 
 
 class ChangeSerializer(serializers.Serializer):
@@ -91,3 +159,117 @@ class RuleEditSerializer(PolicyVersionSerializer):
 class BudgetSerializer(serializers.Serializer):
     today = serializers.DictField(help_text="Today's spend of the tenant (UTC day).")
     limits = serializers.DictField(help_text="The tenant's limits (null: the default).")
+
+
+# --- What-if (POST /api/v1/policies/what-if) ---------------------------------------------------
+
+
+class PermissionChange(StrictSerializer):
+    """Add or remove a permission line."""
+
+    op = _choice("add", "remove")
+    permission = PermissionSerializer()
+
+
+class RoleChange(StrictSerializer):
+    """Give or take back a role."""
+
+    op = _choice("add", "remove")
+    role = RoleSerializer()
+
+
+class _RuleBodyField(serializers.DictField):
+    """A new rule's body, checked as the rules API checks it."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        body = RuleSerializer(data=data)
+        body.is_valid(raise_exception=True)
+        return data
+
+
+class RuleAddChange(StrictSerializer):
+    """Add a rule."""
+
+    op = _choice("add")
+    rule = extend_schema_field(NEW_RULE)(_RuleBodyField)()
+
+
+class RuleNameSerializer(StrictSerializer):
+    """A rule of the tenant, by name."""
+
+    name = PatternField(NEW_RULE_NAME, max_length=100)
+
+
+class RuleRemoveChange(StrictSerializer):
+    """Remove a rule of the tenant."""
+
+    op = _choice("remove")
+    rule = RuleNameSerializer()
+
+
+class RuleEditFieldsSerializer(RuleUpdateSerializer):
+    """A rule of the tenant by name, and the fields to change."""
+
+    name = PatternField(NEW_RULE_NAME, max_length=100)
+
+
+class RuleUpdateChange(StrictSerializer):
+    """Change fields of a rule of the tenant."""
+
+    op = _choice("update")
+    rule = RuleEditFieldsSerializer()
+
+
+CHANGE_SHAPES: dict[tuple[str, str], type[serializers.Serializer]] = {
+    ("add", "permission"): PermissionChange,
+    ("remove", "permission"): PermissionChange,
+    ("add", "role"): RoleChange,
+    ("remove", "role"): RoleChange,
+    ("add", "rule"): RuleAddChange,
+    ("remove", "rule"): RuleRemoveChange,
+    ("update", "rule"): RuleUpdateChange,
+}
+
+
+@extend_schema_field(
+    PolymorphicProxySerializer(
+        component_name="PolicyChange",
+        serializers=[
+            PermissionChange,
+            RoleChange,
+            RuleAddChange,
+            RuleRemoveChange,
+            RuleUpdateChange,
+        ],
+        resource_type_field_name=None,
+    )
+)
+class ChangeField(serializers.Field):
+    """One proposed edit: ``op`` and exactly one of permission, role or rule, each shaped as
+    the policy API's own bodies. Its meaning (a line that exists, a rule name) is the
+    service's to check."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if not isinstance(data, Mapping):
+            raise serializers.ValidationError("A change is an object.")
+        targets = [key for key in ("permission", "role", "rule") if key in data]
+        shape = CHANGE_SHAPES.get((str(data.get("op")), targets[0])) if len(targets) == 1 else None
+        if shape is None:
+            raise serializers.ValidationError(
+                'A change is {"op": "add" | "remove" (| "update" for a rule), and one of '
+                '"permission", "role" or "rule"}.'
+            )
+        body = shape(data=data)
+        body.is_valid(raise_exception=True)
+        return dict(data)
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
+class WhatIfSerializer(StrictSerializer):
+    """A proposed policy change (each edit shaped like the policy API's bodies; the policy
+    service checks their meaning) and how many of the latest runs to examine."""
+
+    changes = serializers.ListField(child=ChangeField(), min_length=1, max_length=100)
+    limit = serializers.IntegerField(min_value=1, max_value=200, default=20)
