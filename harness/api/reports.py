@@ -8,7 +8,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from harness.api.serializers import QueryFilters
+from harness.api.serializers import PatternField, QueryFilters
 from harness.reports import DIMENSIONS, CostFilter, cost_report
 
 # A tenant's own report: grouping by tenant would only repeat its name.
@@ -16,7 +16,8 @@ TENANT_DIMENSIONS = [name for name in DIMENSIONS if name != "tenant"]
 
 
 class CostReportQuerySerializer(QueryFilters):
-    group_by = serializers.CharField(
+    group_by = PatternField(
+        rf"(?:{'|'.join(TENANT_DIMENSIONS)})(?:,(?:{'|'.join(TENANT_DIMENSIONS)}))*",
         required=False,
         default="day",
         help_text=f"Comma-separated, from: {', '.join(TENANT_DIMENSIONS)}.",

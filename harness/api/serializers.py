@@ -90,6 +90,17 @@ class UsdField(serializers.DecimalField):
         return super().validate_precision(value.quantize(Decimal("0.000001"), ROUND_HALF_UP))
 
 
+# A callback URL as documented: http(s); a host name (up to six labels of up to 30 characters
+# and a TLD: never past DNS's 253), localhost or an IPv4 address; an optional port and path.
+# Each one Django's URLValidator also takes.
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,28}[A-Za-z0-9])?"
+_OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
+CALLBACK_URL = (
+    rf"(?:https?://(?:(?:{_LABEL}\.){{1,6}}[A-Za-z]{{2,63}}|localhost|{_OCTET}(?:\.{_OCTET}){{3}})"
+    r"(?::[0-9]{1,5})?(?:/[A-Za-z0-9._~%!$&'()*+,;=:@/-]*)?)?"
+)
+
+
 class RunBudgetSerializer(StrictSerializer):
     """Per-request budget: lowers or raises the agent's, up to the tenant's maximum."""
 
@@ -109,7 +120,7 @@ class RunCreateSerializer(StrictSerializer):
     user = serializers.CharField(max_length=200, help_text="The end user the agent acts for.")
     input = serializers.CharField(max_length=100_000, trim_whitespace=False)
     mode = serializers.ChoiceField(choices=RunMode.choices, default=RunMode.SYNC)
-    callback_url = serializers.URLField(required=False, allow_blank=True, max_length=2000)
+    callback_url = PatternField(CALLBACK_URL, required=False, allow_blank=True, max_length=2000)
     max_steps = serializers.IntegerField(required=False, min_value=1, max_value=200)
     deadline_s = serializers.FloatField(required=False, min_value=0.1, max_value=86_400)
     session_id = serializers.UUIDField(

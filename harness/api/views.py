@@ -1,6 +1,6 @@
 """Run API views: parse, authenticate, call one service, serialize."""
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -47,6 +47,17 @@ class RunListView(APIView):
         request=RunCreateSerializer,
         responses={200: RunSerializer, 202: RunSerializer},
         parameters=[IDEMPOTENCY_KEY_PARAMETER],
+        examples=[
+            OpenApiExample(
+                "The demo's ticket case",
+                value={
+                    "agent": "ticket-assistant",
+                    "user": "bob",
+                    "input": "Why has ticket T-20250318-007 not been handled?",
+                },
+                request_only=True,
+            )
+        ],
     )
     def post(self, request: Request) -> Response:
         """Start a run. Sync runs answer inline up to the sync deadline; async runs answer 202."""
