@@ -1,5 +1,5 @@
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
@@ -65,7 +65,9 @@ class PatternField(serializers.CharField):
     stored; Python's ``$`` would also let a trailing newline through). The schema documents it
     as ``^pattern$`` (harness.api.schema.PatternFieldExtension)."""
 
-    def __init__(self, pattern: str, **kwargs: Any) -> None:
+    def __init__(
+        self, pattern: str, refusal: Callable[[str], Exception] | None = None, **kwargs: Any
+    ) -> None:
         kwargs.setdefault("trim_whitespace", False)
         super().__init__(**kwargs)
         self.pattern = pattern
@@ -73,7 +75,12 @@ class PatternField(serializers.CharField):
 
         def matches_whole(value: str) -> None:
             if not regex.fullmatch(value):
-                raise serializers.ValidationError(f"Must match ^(?:{pattern})$.")
+                # A domain's own error where it has one (e.g. 400 invalid_rule for policy).
+                raise (
+                    refusal(value)
+                    if refusal
+                    else serializers.ValidationError(f"Must match ^(?:{pattern})$.")
+                )
 
         self.validators.append(matches_whole)
 

@@ -21,8 +21,6 @@ from harness.replay import replay_run, what_if
 from harness.services import RunRequest, cancel_run, decide_tool_call, start_run
 from policy import services as policy
 from policy.api.serializers import WhatIfSerializer
-from policy.api.views import RuleRefused
-from policy.errors import InvalidRule
 from traces.queries import get_trace
 
 ACTING_USER_PARAMETER = OpenApiParameter(
@@ -182,7 +180,4 @@ class PolicyWhatIfView(APIView):
         body = WhatIfSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
-        try:
-            return Response(what_if(tenant, data["changes"], data["limit"]))
-        except InvalidRule as exc:  # well formed (checked above); refused for its meaning
-            raise RuleRefused(exc.message, exc.details) from exc
+        return Response(what_if(tenant, data["changes"], data["limit"]))

@@ -7,6 +7,21 @@ from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema_fiel
 from rest_framework import serializers
 
 from harness.api.serializers import PatternField, StrictSerializer
+from policy.errors import InvalidRule
+
+
+class RuleRefused(InvalidRule):
+    """A well-formed rule whose meaning the policy refuses, which no schema can say: an
+    exclusive rule naming one label twice. Status 422."""
+
+    http_status = 422
+
+
+def refuse_one_label_twice(rule: Mapping[str, Any]) -> None:
+    label = rule.get("label")
+    if rule.get("kind") == "exclusive" and label and label == rule.get("other_label"):
+        raise RuleRefused("an exclusive rule needs two different labels", {"field": "other_label"})
+
 
 # The shapes the policy services check (policy/acl.py, policy/rules.py), documented in the
 # schema so that a request the schema allows is one the services take.
@@ -20,15 +35,37 @@ RULE_NAME = r"[a-z0-9][a-z0-9_-]{0,99}"
 NEW_RULE_NAME = rf"(?!default-){RULE_NAME}"  # names starting "default-" are the shipped ones
 
 
+def _checked(pattern: str, field: str, what: str, **kwargs: Any) -> PatternField:
+    """A policy field matched whole, refused as the policy services refuse it: 400
+    invalid_rule naming the field."""
+
+    def refusal(value: str) -> InvalidRule:
+        return InvalidRule(f"{field} {value!r} must be {what}", {"field": field, field: value})
+
+    return PatternField(pattern, refusal=refusal, **kwargs)
+
+
 class PermissionSerializer(StrictSerializer):
-    subject = PatternField(ROLE, max_length=200, help_text="A user, or a role (role:<name>).")
-    scope = PatternField(SCOPE, max_length=200, help_text="object:action, e.g. ticket:write")
+    subject = _checked(
+        ROLE,
+        "subject",
+        "a user or role:<name>",
+        max_length=200,
+        help_text="A user, or a role (role:<name>).",
+    )
+    scope = _checked(
+        SCOPE,
+        "scope",
+        "of the form object:action",
+        max_length=200,
+        help_text="object:action, e.g. ticket:write",
+    )
     effect = serializers.ChoiceField(choices=["allow", "deny"], default="allow")
 
 
 class RoleSerializer(StrictSerializer):
-    user = PatternField(NAME, max_length=200)
-    role = PatternField(ROLE, max_length=200)
+    user = _checked(NAME, "user", "a user name", max_length=200)
+    role = _checked(ROLE, "role", "a role name", max_length=200)
 
 
 @extend_schema_field(
@@ -46,13 +83,33 @@ class MatchField(serializers.DictField):
 
 
 class RuleSerializer(StrictSerializer):
-    name = PatternField(RULE_NAME, max_length=100)
+    name = _checked(
+        RULE_NAME, "name", "1-100 lower-case letters, digits, '_' or '-'", max_length=100
+    )
     kind = serializers.ChoiceField(choices=["flow", "exclusive", "call"])
     effect = serializers.ChoiceField(choices=["refuse", "require_approval"])
-    label = PatternField(LABEL, required=False, allow_blank=True, max_length=64)
-    other_label = PatternField(LABEL, required=False, allow_blank=True, max_length=64)
-    sink = PatternField(SINK, required=False, allow_blank=True, max_length=64)
-    tool = PatternField(TOOL, required=False, allow_blank=True, max_length=64)
+    label = _checked(
+        LABEL, "label", "a label such as 'pii'", required=False, allow_blank=True, max_length=64
+    )
+    other_label = _checked(
+        LABEL,
+        "other_label",
+        "a label such as 'pii'",
+        required=False,
+        allow_blank=True,
+        max_length=64,
+    )
+    sink = _checked(
+        SINK,
+        "sink",
+        "a sink kind such as 'external', or '*'",
+        required=False,
+        allow_blank=True,
+        max_length=64,
+    )
+    tool = _checked(
+        TOOL, "tool", "a tool name, or '*'", required=False, allow_blank=True, max_length=64
+    )
     match = MatchField(required=False)
     description = serializers.CharField(required=False, allow_blank=True, max_length=2000)
     enabled = serializers.BooleanField(required=False, default=True)
@@ -79,7 +136,12 @@ class _NewRule(StrictSerializer):
     """The request body of one kind of rule (the schema's ``oneOf`` on ``kind``): exactly the
     fields that kind takes."""
 
-    name = PatternField(NEW_RULE_NAME, max_length=100)
+    name = _checked(
+        NEW_RULE_NAME,
+        "name",
+        "a rule name not starting 'default-' (the shipped rules)",
+        max_length=100,
+    )
     effect = serializers.ChoiceField(choices=["refuse", "require_approval"])
     description = serializers.CharField(required=False, allow_blank=True, max_length=2000)
     enabled = serializers.BooleanField(required=False, default=True)
@@ -89,23 +151,23 @@ class FlowRuleSerializer(_NewRule):
     """Refuse (or hold) a call to a ``sink`` once the run has read data labelled ``label``."""
 
     kind = _choice("flow")
-    label = PatternField(LABEL, max_length=64)
-    sink = PatternField(SINK, max_length=64)
+    label = _checked(LABEL, "label", "a label such as 'pii'", max_length=64)
+    sink = _checked(SINK, "sink", "a sink kind such as 'external', or '*'", max_length=64)
 
 
 class ExclusiveRuleSerializer(_NewRule):
     """Refuse (or hold) a run that would hold both labels (two different ones)."""
 
     kind = _choice("exclusive")
-    label = PatternField(LABEL, max_length=64)
-    other_label = PatternField(LABEL, max_length=64)
+    label = _checked(LABEL, "label", "a label such as 'pii'", max_length=64)
+    other_label = _checked(LABEL, "other_label", "a label such as 'pii'", max_length=64)
 
 
 class CallRuleSerializer(_NewRule):
     """Refuse (or hold for approval) calls of ``tool`` whose arguments have ``match``."""
 
     kind = _choice("call")
-    tool = PatternField(TOOL, max_length=64)
+    tool = _checked(TOOL, "tool", "a tool name, or '*'", max_length=64)
     match = MatchField(required=False)
 
 
@@ -184,6 +246,7 @@ class _RuleBodyField(serializers.DictField):
     def to_internal_value(self, data: Any) -> Any:
         body = RuleSerializer(data=data)
         body.is_valid(raise_exception=True)
+        refuse_one_label_twice(data)
         return data
 
 
@@ -197,7 +260,12 @@ class RuleAddChange(StrictSerializer):
 class RuleNameSerializer(StrictSerializer):
     """A rule of the tenant, by name."""
 
-    name = PatternField(NEW_RULE_NAME, max_length=100)
+    name = _checked(
+        NEW_RULE_NAME,
+        "name",
+        "a rule name not starting 'default-' (the shipped rules)",
+        max_length=100,
+    )
 
 
 class RuleRemoveChange(StrictSerializer):
@@ -210,7 +278,12 @@ class RuleRemoveChange(StrictSerializer):
 class RuleEditFieldsSerializer(RuleUpdateSerializer):
     """A rule of the tenant by name, and the fields to change."""
 
-    name = PatternField(NEW_RULE_NAME, max_length=100)
+    name = _checked(
+        NEW_RULE_NAME,
+        "name",
+        "a rule name not starting 'default-' (the shipped rules)",
+        max_length=100,
+    )
 
 
 class RuleUpdateChange(StrictSerializer):
@@ -255,9 +328,10 @@ class ChangeField(serializers.Field):
         targets = [key for key in ("permission", "role", "rule") if key in data]
         shape = CHANGE_SHAPES.get((str(data.get("op")), targets[0])) if len(targets) == 1 else None
         if shape is None:
-            raise serializers.ValidationError(
-                'A change is {"op": "add" | "remove" (| "update" for a rule), and one of '
-                '"permission", "role" or "rule"}.'
+            raise InvalidRule(
+                'a change is {"op": "add" | "remove" | "update", and one of "permission", "role" '
+                'or "rule"}',
+                {"op": data.get("op")},
             )
         body = shape(data=data)
         body.is_valid(raise_exception=True)

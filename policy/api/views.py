@@ -29,8 +29,10 @@ from policy.api.serializers import (
     RoleEditSerializer,
     RoleSerializer,
     RuleEditSerializer,
+    RuleRefused,
     RuleSerializer,
     RuleUpdateSerializer,
+    refuse_one_label_twice,
 )
 from policy.errors import InvalidRule, RuleNotFound
 from tools.services import get_tool_registry
@@ -50,13 +52,6 @@ class RuleConflict(InvalidRule):
     name taken already, or a patch that would leave the rule invalid. Same code, status 409."""
 
     http_status = 409
-
-
-class RuleRefused(InvalidRule):
-    """A well-formed rule whose meaning the policy refuses, which no schema can say (an
-    exclusive rule naming one label twice, a call rule that would never fire). Status 422."""
-
-    http_status = 422
 
 
 class PolicyAdminView(APIView):
@@ -140,13 +135,14 @@ class RuleListView(PolicyAdminView):
     def post(self, request: Request) -> Response:
         """Add a chain or call rule."""
         data = _valid(RuleSerializer, request.data)
+        refuse_one_label_twice(data)
+        _refuse_rules_that_never_fire(data)
         try:
-            _refuse_rules_that_never_fire(data)
             rule, version = policy.create_rule(self.tenant, data, actor=self.actor)
         except InvalidRule as exc:
             if _rule_exists(self.tenant, data["name"]):
                 raise RuleConflict(exc.message, exc.details) from exc
-            raise RuleRefused(exc.message, exc.details) from exc
+            raise
         return self.edited(version, status.HTTP_201_CREATED, rule=rule.to_dict())
 
 
