@@ -65,7 +65,7 @@ class FewChoicesExtension(OpenApiSerializerFieldExtension):
     """The kind or op of one oneOf variant: a pattern inline (an enum would be hoisted into a
     component whose name collides with the full choice set's)."""
 
-    target_class = "policy.api.serializers.FewChoices"
+    target_class = "harness.api.serializers.FewChoices"
 
     def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
         values = list(self.target.choices)
@@ -106,7 +106,8 @@ DESCRIPTIONS = {
     "413": "The request body is too large.",
     "415": "The body is not application/json.",
     "422": "Well formed, but refused for its meaning: an Idempotency-Key used for another "
-    "request, or a rule the policy refuses (`invalid_rule`).",
+    "request, a callback_url whose host is not public, 'to' before 'from', or an exclusive "
+    "rule naming one label twice.",
     "429": "A tenant limit: see Retry-After.",
     "503": "A dependency (database, Redis) is unavailable: retry after Retry-After seconds.",
 }
@@ -118,6 +119,7 @@ DELETE_WITH_BODY = {"/api/v1/policies/permissions", "/api/v1/policies/roles"}
 # Domain errors per operation (method, path) beyond what its shape implies.
 EXTRA_STATUSES: dict[tuple[str, str], tuple[str, ...]] = {
     ("post", "/api/v1/runs"): ("404", "409", "422", "429"),
+    ("get", "/api/v1/reports/costs"): ("422",),
     ("post", "/api/v1/runs/{run_id}/cancel"): ("409",),
     ("post", "/api/v1/runs/{run_id}/approvals/{call_id}"): ("409",),
     ("post", "/api/v1/runs/{run_id}/replay"): ("409",),

@@ -85,6 +85,11 @@ class PatternField(serializers.CharField):
         self.validators.append(matches_whole)
 
 
+class FewChoices(serializers.ChoiceField):
+    """The few values of kind, op or decision one oneOf variant takes: documented inline as a
+    pattern (harness.api.schema.FewChoicesExtension), not as an enum component of its own."""
+
+
 class UsdField(serializers.DecimalField):
     """An amount in USD, a JSON number as the README shows: rounded to the stored 6 decimal
     places rather than refused (a binary float such as 0.1 has more digits than it says)."""
@@ -104,7 +109,8 @@ _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,28}[A-Za-z0-9])?"
 _OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
 CALLBACK_URL = (
     rf"(?:https?://(?:(?:{_LABEL}\.){{1,6}}[A-Za-z]{{2,63}}|localhost|{_OCTET}(?:\.{_OCTET}){{3}})"
-    r"(?::[0-9]{1,5})?(?:/[A-Za-z0-9._~%!$&'()*+,;=:@/-]*)?)?"
+    r"(?::(?:[0-9]{1,4}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?"
+    r"(?:/[A-Za-z0-9._~%!$&'()*+,;=:@/-]*)?)?"
 )
 
 
@@ -283,6 +289,29 @@ class ApprovalDecisionSerializer(StrictSerializer):
         help_text="Approve with edits: a JSON Merge Patch (RFC 7386) over the held arguments "
         "(members replace, null removes); validated against the tool's schema.",
     )
+
+
+class ApproveSerializer(StrictSerializer):
+    """Approve the held call as listed, or with edits (``arguments_patch``)."""
+
+    decision = FewChoices(choices=["approve"])
+    arguments_sha256 = serializers.RegexField(
+        r"^[0-9a-f]{64}$", help_text="SHA-256 of the arguments you decided on, as listed."
+    )
+    comment = serializers.CharField(required=False, allow_blank=True, max_length=2000)
+    arguments_patch = serializers.DictField(
+        required=False, help_text="A JSON Merge Patch (RFC 7386) over the held arguments."
+    )
+
+
+class DenySerializer(StrictSerializer):
+    """Deny the held call (a denial runs nothing, so it takes no edits)."""
+
+    decision = FewChoices(choices=["deny"])
+    arguments_sha256 = serializers.RegexField(
+        r"^[0-9a-f]{64}$", help_text="SHA-256 of the arguments you decided on, as listed."
+    )
+    comment = serializers.CharField(required=False, allow_blank=True, max_length=2000)
 
 
 class SpanSerializer(serializers.Serializer):

@@ -6,7 +6,7 @@ from typing import Any
 from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema_field
 from rest_framework import serializers
 
-from harness.api.serializers import PatternField, StrictSerializer
+from harness.api.serializers import FewChoices, PatternField, StrictSerializer
 from policy.errors import InvalidRule
 
 
@@ -121,11 +121,6 @@ class RuleUpdateSerializer(RuleSerializer):
     kind = serializers.ChoiceField(choices=["flow", "exclusive", "call"], required=False)
     effect = serializers.ChoiceField(choices=["refuse", "require_approval"], required=False)
     enabled = serializers.BooleanField(required=False)
-
-
-class FewChoices(serializers.ChoiceField):
-    """The few values of kind or op one oneOf variant takes: documented inline as a pattern
-    (harness.api.schema.FewChoicesExtension), not as an enum component of its own."""
 
 
 def _choice(*values: str) -> FewChoices:
@@ -246,6 +241,11 @@ class _RuleBodyField(serializers.DictField):
     def to_internal_value(self, data: Any) -> Any:
         body = RuleSerializer(data=data)
         body.is_valid(raise_exception=True)
+        kinds = {"flow": FlowRuleSerializer, "exclusive": ExclusiveRuleSerializer}
+        variant = kinds.get(data["kind"], CallRuleSerializer)(data=data)
+        if not variant.is_valid():  # exactly the fields its kind takes, as NewRule says
+            field = next(iter(variant.errors))
+            raise InvalidRule(f"a {data['kind']} rule: {field}", {"field": field})
         refuse_one_label_twice(data)
         return data
 
