@@ -103,14 +103,15 @@ class UsdField(serializers.DecimalField):
 
 
 # A callback URL as documented: http(s); a host name (up to six labels of up to 30 characters
-# and a TLD: never past DNS's 253), localhost or an IPv4 address; an optional port and path.
+# and a TLD: never past DNS's 253), localhost or an IPv4 address; an optional port, then a
+# path, query or fragment in printable ASCII (percent-encode the rest).
 # Each one Django's URLValidator also takes.
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,28}[A-Za-z0-9])?"
 _OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
 CALLBACK_URL = (
     rf"(?:https?://(?:(?:{_LABEL}\.){{1,6}}[A-Za-z]{{2,63}}|localhost|{_OCTET}(?:\.{_OCTET}){{3}})"
     r"(?::(?:[0-9]{1,4}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?"
-    r"(?:/[A-Za-z0-9._~%!$&'()*+,;=:@/-]*)?)?"
+    r"(?:[/?#][!-~]*)?)?"
 )
 
 
