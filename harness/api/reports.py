@@ -8,20 +8,36 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from harness.api.serializers import PatternField, QueryFilters
+from harness.errors import ErrorCode
 from harness.reports import DIMENSIONS, CostFilter, cost_report
 
 # A tenant's own report: grouping by tenant would only repeat its name.
 TENANT_DIMENSIONS = [name for name in DIMENSIONS if name != "tenant"]
 
 
-class CostReportQuerySerializer(serializers.Serializer):
-    group_by = serializers.CharField(
+class InvertedRange(Exception):
+    """'to' before 'from': each a valid day, the range empty. Understood, refused: 422."""
+
+    http_status = 422
+    code = ErrorCode.INVALID_REQUEST
+
+    def __init__(self) -> None:
+        super().__init__("'to' is before 'from'.")
+        self.message = "'to' is before 'from'."
+        self.details = {"fields": {"to": [self.message]}}
+        self.headers: dict[str, str] = {}
+
+
+class CostReportQuerySerializer(QueryFilters):
+    group_by = PatternField(
+        rf"(?:{'|'.join(TENANT_DIMENSIONS)})(?:,(?:{'|'.join(TENANT_DIMENSIONS)}))*",
         required=False,
         default="day",
         help_text=f"Comma-separated, from: {', '.join(TENANT_DIMENSIONS)}.",
     )
-    agent = serializers.CharField(required=False)
-    user = serializers.CharField(required=False)
+    agent = serializers.CharField(required=False, trim_whitespace=False)
+    user = serializers.CharField(required=False, trim_whitespace=False)
 
     def get_fields(self) -> dict[str, serializers.Field]:
         fields = super().get_fields()
@@ -43,7 +59,7 @@ class CostReportQuerySerializer(serializers.Serializer):
 
     def validate(self, data: dict[str, Any]) -> dict[str, Any]:
         if data.get("from") and data.get("to") and data["from"] > data["to"]:
-            raise serializers.ValidationError({"to": "'to' is before 'from'."})
+            raise InvertedRange()
         return data
 
 

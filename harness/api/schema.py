@@ -2,6 +2,8 @@
 
 - ``TenantApiKeyScheme`` documents ``Authorization: Bearer hk_…`` as an HTTP bearer scheme
   (Swagger UI shows its *Authorize* button for it).
+- ``PatternFieldExtension`` and ``UsdFieldExtension`` document those fields as checked.
+- ``StrictBodyExtension`` closes the request bodies of strict serializers to unknown fields.
 - ``document_error_statuses`` (a drf-spectacular post-processing hook) adds the statuses an
   operation can answer besides its own: each with the one error shape ``{"error": {"code",
   "message", "details"}}``. Which ones follows the operation's shape (a body, parameters, a
@@ -12,7 +14,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.extensions import (
+    OpenApiAuthenticationExtension,
+    OpenApiSerializerExtension,
+    OpenApiSerializerFieldExtension,
+)
 from rest_framework import serializers
 
 
@@ -27,6 +33,57 @@ class TenantApiKeyScheme(OpenApiAuthenticationExtension):
             "bearerFormat": "hk_…",
             "description": "A tenant's API key (`manage.py create_api_key --tenant …`).",
         }
+
+
+class StrictBodyExtension(OpenApiSerializerExtension):
+    """A ``StrictSerializer`` refuses fields it does not know: its request body says so
+    (``additionalProperties: false``), so a client (or a fuzzer) never reads extras as allowed."""
+
+    target_class = "harness.api.serializers.StrictSerializer"
+    match_subclasses = True
+
+    def map_serializer(self, auto_schema: Any, direction: str) -> dict[str, Any]:
+        schema = auto_schema._map_serializer(self.target, direction, bypass_extensions=True)
+        if direction == "request":
+            schema["additionalProperties"] = False
+        return schema
+
+
+class PatternFieldExtension(OpenApiSerializerFieldExtension):
+    """A ``PatternField`` is documented with its whole-match pattern."""
+
+    target_class = "harness.api.serializers.PatternField"
+    match_subclasses = True
+
+    def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
+        schema = auto_schema._map_serializer_field(self.target, direction, bypass_extensions=True)
+        schema["pattern"] = f"^(?:{self.target.pattern})$"
+        return schema
+
+
+class FewChoicesExtension(OpenApiSerializerFieldExtension):
+    """The kind or op of one oneOf variant: a pattern inline (an enum would be hoisted into a
+    component whose name collides with the full choice set's)."""
+
+    target_class = "harness.api.serializers.FewChoices"
+
+    def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
+        values = list(self.target.choices)
+        return {"type": "string", "pattern": f"^(?:{'|'.join(values)})$"}
+
+
+class UsdFieldExtension(OpenApiSerializerFieldExtension):
+    """A ``UsdField`` is a JSON number in its range (the server rounds it to 6 places)."""
+
+    target_class = "harness.api.serializers.UsdField"
+
+    def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
+        schema: dict[str, Any] = {"type": "number"}
+        if self.target.min_value is not None:
+            schema["minimum"] = float(self.target.min_value)
+        if self.target.max_value is not None:
+            schema["maximum"] = float(self.target.max_value)
+        return schema
 
 
 class ErrorBodySerializer(serializers.Serializer):
@@ -48,17 +105,28 @@ DESCRIPTIONS = {
     "409": "The resource's state does not allow it.",
     "413": "The request body is too large.",
     "415": "The body is not application/json.",
-    "422": "The Idempotency-Key was used for another request.",
+    "422": "Well formed, but refused for its meaning: an Idempotency-Key used for another "
+    "request, a callback_url whose host is not public, 'to' before 'from', or an exclusive "
+    "rule naming one label twice.",
     "429": "A tenant limit: see Retry-After.",
+    "503": "A dependency (database, Redis) is unavailable: retry after Retry-After seconds.",
 }
+# Statuses any operation can answer: a dependency outage (`service_unavailable`, Retry-After).
+EVERY_OPERATION = ("503",)
+# DELETEs that take a body naming what to remove (drf-spectacular documents bodies only on
+# POST, PUT and PATCH): the body is the one of the POST on the same path.
+DELETE_WITH_BODY = {"/api/v1/policies/permissions", "/api/v1/policies/roles"}
 # Domain errors per operation (method, path) beyond what its shape implies.
 EXTRA_STATUSES: dict[tuple[str, str], tuple[str, ...]] = {
     ("post", "/api/v1/runs"): ("404", "409", "422", "429"),
+    ("get", "/api/v1/reports/costs"): ("422",),
     ("post", "/api/v1/runs/{run_id}/cancel"): ("409",),
     ("post", "/api/v1/runs/{run_id}/approvals/{call_id}"): ("409",),
     ("post", "/api/v1/runs/{run_id}/replay"): ("409",),
-    ("post", "/api/v1/policies/what-if"): ("404", "409"),
-    ("post", "/api/v1/policies/rules"): ("404",),
+    ("post", "/api/v1/policies/what-if"): ("404", "409", "422"),
+    ("post", "/api/v1/policies/rules"): ("404", "409", "422"),
+    ("patch", "/api/v1/policies/rules/{name}"): ("409",),
+    ("delete", "/api/v1/policies/rules/{name}"): ("409",),
     ("post", "/api/v1/policies/permissions"): ("404",),
     ("delete", "/api/v1/policies/permissions"): ("404",),
     ("post", "/api/v1/policies/roles"): ("404",),
@@ -84,10 +152,22 @@ def document_error_statuses(result: dict[str, Any], generator: Any, **kwargs: An
         },
         "required": ["error"],
     }
+    for name, schema in components.items():
+        if name.endswith("Request"):  # COMPONENT_SPLIT_REQUEST: the request-side shapes
+            _refuse_nul(schema)
     for path, item in result.get("paths", {}).items():
+        for operation in item.values():
+            for parameter in operation.get("parameters", []) if isinstance(operation, dict) else []:
+                if parameter.get("in") == "query":
+                    _refuse_nul(parameter.get("schema", {}))
+        if path in DELETE_WITH_BODY and "delete" in item and "post" in item:
+            item["delete"]["requestBody"] = item["post"]["requestBody"]
         for method, operation in item.items():
             if method not in {"get", "post", "put", "patch", "delete"}:
                 continue
+            body = operation.get("requestBody")
+            if body is not None and method != "patch":
+                body["required"] = True  # an absent body is refused (400), never defaulted
             statuses = set(_statuses_of(path, method, operation))
             responses = operation.setdefault("responses", {})
             content_types = _content_types(responses)
@@ -103,6 +183,28 @@ def document_error_statuses(result: dict[str, Any], generator: Any, **kwargs: An
                     },
                 )
     return result
+
+
+# The request parsers refuse NUL anywhere in text (harness/api/parsers.py): a free string of a
+# request says so. (A NUL in an object's key is refused too; OpenAPI 3.0 cannot say that.)
+NO_NUL = "^[^\\x00]*$"
+
+
+def _refuse_nul(schema: Any) -> None:
+    if isinstance(schema, list):
+        for item in schema:
+            _refuse_nul(item)
+        return
+    if not isinstance(schema, dict):
+        return
+    if schema.get("type") == "string" and not {"pattern", "enum", "format"} & set(schema):
+        schema["pattern"] = NO_NUL
+    for key, value in schema.items():
+        if key in {"properties"} and isinstance(value, dict):
+            for sub in value.values():
+                _refuse_nul(sub)
+        elif key in {"items", "additionalProperties", "allOf", "anyOf", "oneOf"}:
+            _refuse_nul(value)
 
 
 def _statuses_of(path: str, method: str, operation: dict[str, Any]) -> list[str]:
@@ -121,6 +223,7 @@ def _statuses_of(path: str, method: str, operation: dict[str, Any]) -> list[str]
     if path.startswith("/api/v1/policies"):
         statuses += ["400", "403"]  # the acting user is checked on every policy operation
     statuses += EXTRA_STATUSES.get((method, path), ())
+    statuses += EVERY_OPERATION
     return statuses
 
 

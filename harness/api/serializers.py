@@ -1,5 +1,6 @@
-from collections.abc import Mapping
-from decimal import Decimal
+import re
+from collections.abc import Callable, Mapping
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from rest_framework import serializers
@@ -13,7 +14,9 @@ MAX_INT32 = 2_147_483_647
 
 
 class StrictSerializer(serializers.Serializer):
-    """Refuses fields it does not know (a typo such as ``callback_uri`` must not be ignored)."""
+    """Refuses fields it does not know (a typo such as ``callback_uri`` must not be ignored),
+    and values of another JSON type than the field's (DRF would read ``5`` as ``"5"`` and
+    ``"false"`` as false): what the schema calls a string is a JSON string."""
 
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, Mapping):
@@ -23,15 +26,104 @@ class StrictSerializer(serializers.Serializer):
                 raise serializers.ValidationError(
                     {key: [f"Unknown field; known: {', '.join(sorted(known))}."] for key in unknown}
                 )
+            wrong = {
+                name: [f"Must be {expected}."]
+                for name, value in data.items()
+                if value is not None
+                and (expected := _json_type(self.fields[name]))
+                and not _is_json_type(value, expected)
+            }
+            if wrong:
+                raise serializers.ValidationError(wrong)
         return super().to_internal_value(data)
+
+
+def _json_type(field: serializers.Field) -> str | None:
+    if isinstance(field, serializers.BooleanField):
+        return "a boolean"
+    if isinstance(field, serializers.IntegerField):
+        return "an integer"
+    if isinstance(field, serializers.FloatField | serializers.DecimalField):
+        return "a number"
+    if isinstance(field, serializers.CharField | serializers.ChoiceField | serializers.UUIDField):
+        return "a string"
+    return None
+
+
+def _is_json_type(value: Any, expected: str) -> bool:
+    if isinstance(value, bool):
+        return expected == "a boolean"
+    if expected == "an integer":
+        return isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+    if expected == "a number":
+        return isinstance(value, int | float)
+    return isinstance(value, str) if expected == "a string" else False
+
+
+class PatternField(serializers.CharField):
+    """A string that ``pattern`` matches whole, checked untrimmed (what is checked is what is
+    stored; Python's ``$`` would also let a trailing newline through). The schema documents it
+    as ``^pattern$`` (harness.api.schema.PatternFieldExtension)."""
+
+    def __init__(
+        self, pattern: str, refusal: Callable[[str], Exception] | None = None, **kwargs: Any
+    ) -> None:
+        kwargs.setdefault("trim_whitespace", False)
+        super().__init__(**kwargs)
+        self.pattern = pattern
+        regex = re.compile(pattern)
+
+        def matches_whole(value: str) -> None:
+            if not regex.fullmatch(value):
+                # A domain's own error where it has one (e.g. 400 invalid_rule for policy).
+                raise (
+                    refusal(value)
+                    if refusal
+                    else serializers.ValidationError(f"Must match ^(?:{pattern})$.")
+                )
+
+        self.validators.append(matches_whole)
+
+
+class FewChoices(serializers.ChoiceField):
+    """The few values of kind, op or decision one oneOf variant takes: documented inline as a
+    pattern (harness.api.schema.FewChoicesExtension), not as an enum component of its own."""
+
+
+class UsdField(serializers.DecimalField):
+    """An amount in USD, a JSON number as the README shows: rounded to the stored 6 decimal
+    places rather than refused (a binary float such as 0.1 has more digits than it says)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(max_digits=12, decimal_places=6, rounding=ROUND_HALF_UP, **kwargs)
+
+    def validate_precision(self, value: Decimal) -> Decimal:
+        # Round without a precision context first: too many digits is then a 400, not a 500.
+        return super().validate_precision(value.quantize(Decimal("0.000001"), ROUND_HALF_UP))
+
+
+# A callback URL as documented: http(s); a host name (up to six labels of up to 30 characters
+# and a TLD: never past DNS's 253), localhost or an IPv4 address; an optional port, then a
+# path, query or fragment in printable ASCII (percent-encode the rest).
+# Each one Django's URLValidator also takes.
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,28}[A-Za-z0-9])?"
+_OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
+CALLBACK_URL = (
+    rf"(?:https?://(?:(?:{_LABEL}\.){{1,6}}[A-Za-z]{{2,63}}|localhost|{_OCTET}(?:\.{_OCTET}){{3}})"
+    r"(?::(?:[0-9]{1,4}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?"
+    r"(?:[/?#][!-~]*)?)?"
+)
 
 
 class RunBudgetSerializer(StrictSerializer):
     """Per-request budget: lowers or raises the agent's, up to the tenant's maximum."""
 
     max_tokens = serializers.IntegerField(required=False, min_value=1, max_value=MAX_INT32)
-    max_cost_usd = serializers.DecimalField(
-        required=False, max_digits=12, decimal_places=6, min_value=Decimal("0.000001")
+    max_cost_usd = UsdField(
+        required=False,
+        min_value=Decimal("0.000001"),
+        max_value=Decimal("999999.999999"),
+        help_text="USD; rounded to 6 decimal places.",
     )
     max_tool_calls = serializers.IntegerField(required=False, min_value=1, max_value=MAX_INT32)
     max_calls_per_tool = serializers.IntegerField(required=False, min_value=1, max_value=MAX_INT32)
@@ -42,7 +134,7 @@ class RunCreateSerializer(StrictSerializer):
     user = serializers.CharField(max_length=200, help_text="The end user the agent acts for.")
     input = serializers.CharField(max_length=100_000, trim_whitespace=False)
     mode = serializers.ChoiceField(choices=RunMode.choices, default=RunMode.SYNC)
-    callback_url = serializers.URLField(required=False, allow_blank=True, max_length=2000)
+    callback_url = PatternField(CALLBACK_URL, required=False, allow_blank=True, max_length=2000)
     max_steps = serializers.IntegerField(required=False, min_value=1, max_value=200)
     deadline_s = serializers.FloatField(required=False, min_value=0.1, max_value=86_400)
     session_id = serializers.UUIDField(
@@ -120,15 +212,30 @@ class RunSerializer(serializers.ModelSerializer):
         }
 
 
-class RunFilterSerializer(serializers.Serializer):
+class QueryFilters(serializers.Serializer):
+    """Query filters as the schema says: an empty value (``?user=``) is refused, not read as no
+    filter (DRF would skip it); a present value is taken untrimmed."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        blank = {
+            name: ["This field may not be blank."]
+            for name in self.fields
+            if hasattr(data, "getlist") and "" in data.getlist(name)
+        }
+        if blank:
+            raise serializers.ValidationError(blank)
+        return super().to_internal_value(data)
+
+
+class RunFilterSerializer(QueryFilters):
     status = serializers.ChoiceField(choices=RunStatus.choices, required=False)
     outcome = serializers.ChoiceField(
         choices=RunOutcome.choices,
         required=False,
         help_text="Runs whose outcome (their worst kind) is this one.",
     )
-    agent = serializers.CharField(required=False)
-    user = serializers.CharField(required=False)
+    agent = serializers.CharField(required=False, trim_whitespace=False)
+    user = serializers.CharField(required=False, trim_whitespace=False)
     session_id = serializers.UUIDField(required=False)
     created_after = serializers.DateTimeField(required=False)
     created_before = serializers.DateTimeField(required=False)
@@ -185,6 +292,29 @@ class ApprovalDecisionSerializer(StrictSerializer):
     )
 
 
+class ApproveSerializer(StrictSerializer):
+    """Approve the held call as listed, or with edits (``arguments_patch``)."""
+
+    decision = FewChoices(choices=["approve"])
+    arguments_sha256 = serializers.RegexField(
+        r"^[0-9a-f]{64}$", help_text="SHA-256 of the arguments you decided on, as listed."
+    )
+    comment = serializers.CharField(required=False, allow_blank=True, max_length=2000)
+    arguments_patch = serializers.DictField(
+        required=False, help_text="A JSON Merge Patch (RFC 7386) over the held arguments."
+    )
+
+
+class DenySerializer(StrictSerializer):
+    """Deny the held call (a denial runs nothing, so it takes no edits)."""
+
+    decision = FewChoices(choices=["deny"])
+    arguments_sha256 = serializers.RegexField(
+        r"^[0-9a-f]{64}$", help_text="SHA-256 of the arguments you decided on, as listed."
+    )
+    comment = serializers.CharField(required=False, allow_blank=True, max_length=2000)
+
+
 class SpanSerializer(serializers.Serializer):
     span_id = serializers.CharField()
     parent_span_id = serializers.CharField(allow_null=True)
@@ -202,11 +332,3 @@ class SpanSerializer(serializers.Serializer):
 class TraceSerializer(serializers.Serializer):
     request_id = serializers.CharField()
     spans = SpanSerializer(many=True)
-
-
-class WhatIfSerializer(StrictSerializer):
-    """A proposed policy change (each edit shaped like the policy API's bodies; the policy
-    service checks their meaning) and how many of the latest runs to examine."""
-
-    changes = serializers.ListField(child=serializers.DictField(), min_length=1, max_length=100)
-    limit = serializers.IntegerField(min_value=1, max_value=200, default=20)

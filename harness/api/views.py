@@ -1,6 +1,11 @@
 """Run API views: parse, authenticate, call one service, serialize."""
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiParameter,
+    PolymorphicProxySerializer,
+    extend_schema,
+)
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -9,18 +14,23 @@ from rest_framework.views import APIView
 from harness.api.serializers import (
     ApprovalDecisionSerializer,
     ApprovalSerializer,
+    ApproveSerializer,
+    DenySerializer,
     RunCreateSerializer,
     RunFilterSerializer,
     RunPageSerializer,
     RunSerializer,
     TraceSerializer,
-    WhatIfSerializer,
 )
 from harness.errors import HarnessError
 from harness.queries import access_run_by_id, list_runs
 from harness.replay import replay_run, what_if
 from harness.services import RunRequest, cancel_run, decide_tool_call, start_run
+from harness.webhooks import UnsafeCallbackUrl
 from policy import services as policy
+from policy.api.serializers import WhatIfSerializer
+from policy.api.views import RuleConflict
+from policy.errors import InvalidRule
 from traces.queries import get_trace
 
 ACTING_USER_PARAMETER = OpenApiParameter(
@@ -45,6 +55,17 @@ class RunListView(APIView):
         request=RunCreateSerializer,
         responses={200: RunSerializer, 202: RunSerializer},
         parameters=[IDEMPOTENCY_KEY_PARAMETER],
+        examples=[
+            OpenApiExample(
+                "The demo's ticket case",
+                value={
+                    "agent": "ticket-assistant",
+                    "user": "bob",
+                    "input": "Why has ticket T-20250318-007 not been handled?",
+                },
+                request_only=True,
+            )
+        ],
     )
     def post(self, request: Request) -> Response:
         """Start a run. Sync runs answer inline up to the sync deadline; async runs answer 202."""
@@ -56,21 +77,27 @@ class RunListView(APIView):
             raise HarnessError(
                 f"Idempotency-Key is longer than {MAX_IDEMPOTENCY_KEY_LENGTH} characters."
             )
-        run, _ = start_run(
-            request.user.tenant,
-            RunRequest(
-                agent=data["agent"],
-                user_id=data["user"],
-                input=data["input"],
-                mode=data["mode"],
-                callback_url=data.get("callback_url", ""),
-                max_steps=data.get("max_steps"),
-                deadline_s=data.get("deadline_s"),
-                idempotency_key=key,
-                session_id=str(data.get("session_id") or ""),
-                budget=data.get("budget"),
-            ),
-        )
+        try:
+            run, _ = start_run(
+                request.user.tenant,
+                RunRequest(
+                    agent=data["agent"],
+                    user_id=data["user"],
+                    input=data["input"],
+                    mode=data["mode"],
+                    callback_url=data.get("callback_url", ""),
+                    max_steps=data.get("max_steps"),
+                    deadline_s=data.get("deadline_s"),
+                    idempotency_key=key,
+                    session_id=str(data.get("session_id") or ""),
+                    budget=data.get("budget"),
+                ),
+            )
+        except UnsafeCallbackUrl as exc:
+            # Well formed (the schema's pattern), but where it points is refused: a private
+            # address, or none at all. The request is understood: 422, not 400.
+            exc.http_status = 422
+            raise
         http_status = status.HTTP_200_OK if run.is_terminal else status.HTTP_202_ACCEPTED
         return Response(RunSerializer(run).data, status=http_status)
 
@@ -123,7 +150,11 @@ class RunApprovalListView(APIView):
 
 class RunApprovalDecisionView(APIView):
     @extend_schema(
-        request=ApprovalDecisionSerializer,
+        request=PolymorphicProxySerializer(
+            component_name="ApprovalDecision",
+            serializers={"approve": ApproveSerializer, "deny": DenySerializer},
+            resource_type_field_name="decision",
+        ),
         responses=RunSerializer,
         parameters=[ACTING_USER_PARAMETER],
     )
@@ -169,4 +200,7 @@ class PolicyWhatIfView(APIView):
         body = WhatIfSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
-        return Response(what_if(tenant, data["changes"], data["limit"]))
+        try:
+            return Response(what_if(tenant, data["changes"], data["limit"]))
+        except InvalidRule as exc:  # well formed (checked above): the tenant's rules refuse it
+            raise RuleConflict(exc.message, exc.details) from exc

@@ -7,6 +7,8 @@ tenant. Every edit is recorded with the actor ``<user> via api key <prefix>``.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -17,6 +19,7 @@ from rest_framework.views import APIView
 
 from policy import services as policy
 from policy.api.serializers import (
+    NEW_RULE,
     BudgetSerializer,
     ChangeSerializer,
     PermissionEditSerializer,
@@ -26,10 +29,12 @@ from policy.api.serializers import (
     RoleEditSerializer,
     RoleSerializer,
     RuleEditSerializer,
+    RuleRefused,
     RuleSerializer,
     RuleUpdateSerializer,
+    refuse_one_label_twice,
 )
-from policy.errors import InvalidRule
+from policy.errors import InvalidRule, RuleNotFound
 from tools.services import get_tool_registry
 
 ACTING_USER_HEADER = "X-Harness-User"
@@ -40,6 +45,13 @@ ACTING_USER = OpenApiParameter(
     required=True,
     description="The end user the client acts for; needs policy:admin in the tenant.",
 )
+
+
+class RuleConflict(InvalidRule):
+    """A well-formed rule edit that the rule's state refuses: a shipped default (read-only), a
+    name taken already, or a patch that would leave the rule invalid. Same code, status 409."""
+
+    http_status = 409
 
 
 class PolicyAdminView(APIView):
@@ -80,7 +92,9 @@ class PermissionView(PolicyAdminView):
         return self.edited(version, status.HTTP_201_CREATED, permission=data)
 
     @extend_schema(
-        request=PermissionSerializer, responses=PolicyVersionSerializer, parameters=[ACTING_USER]
+        request=PermissionSerializer,
+        responses={200: PolicyVersionSerializer},
+        parameters=[ACTING_USER],
     )
     def delete(self, request: Request) -> Response:
         """Remove a permission line."""
@@ -102,7 +116,7 @@ class RoleView(PolicyAdminView):
         return self.edited(version, status.HTTP_201_CREATED, role=data)
 
     @extend_schema(
-        request=RoleSerializer, responses=PolicyVersionSerializer, parameters=[ACTING_USER]
+        request=RoleSerializer, responses={200: PolicyVersionSerializer}, parameters=[ACTING_USER]
     )
     def delete(self, request: Request) -> Response:
         """Take a role back."""
@@ -117,14 +131,18 @@ class RuleListView(PolicyAdminView):
         """The shipped defaults (``default: true``) and the tenant's chain and call rules."""
         return Response([rule.to_dict() for rule in policy.list_rules(self.tenant)])
 
-    @extend_schema(
-        request=RuleSerializer, responses={201: RuleEditSerializer}, parameters=[ACTING_USER]
-    )
+    @extend_schema(request=NEW_RULE, responses={201: RuleEditSerializer}, parameters=[ACTING_USER])
     def post(self, request: Request) -> Response:
         """Add a chain or call rule."""
         data = _valid(RuleSerializer, request.data)
+        refuse_one_label_twice(data)
         _refuse_rules_that_never_fire(data)
-        rule, version = policy.create_rule(self.tenant, data, actor=self.actor)
+        try:
+            rule, version = policy.create_rule(self.tenant, data, actor=self.actor)
+        except InvalidRule as exc:
+            if _rule_exists(self.tenant, data["name"]):
+                raise RuleConflict(exc.message, exc.details) from exc
+            raise
         return self.edited(version, status.HTTP_201_CREATED, rule=rule.to_dict())
 
 
@@ -138,13 +156,17 @@ class RuleDetailView(PolicyAdminView):
     )
     def patch(self, request: Request, name: str) -> Response:
         data = _valid(RuleUpdateSerializer, request.data, partial=True)
-        _refuse_rules_that_never_fire({**policy.get_rule(self.tenant, name).to_dict(), **data})
-        rule, version = policy.update_rule(self.tenant, name, data, actor=self.actor)
+        # The patch is well formed: what the services refuse now is the rule it would make.
+        with _as_conflict():
+            _refuse_rules_that_never_fire({**policy.get_rule(self.tenant, name).to_dict(), **data})
+            rule, version = policy.update_rule(self.tenant, name, data, actor=self.actor)
         return self.edited(version, rule=rule.to_dict())
 
-    @extend_schema(responses=PolicyVersionSerializer, parameters=[ACTING_USER])
+    @extend_schema(responses={200: PolicyVersionSerializer}, parameters=[ACTING_USER])
     def delete(self, request: Request, name: str) -> Response:
-        return self.edited(policy.delete_rule(self.tenant, name, actor=self.actor))
+        with _as_conflict():  # only a shipped default refuses to go
+            version = policy.delete_rule(self.tenant, name, actor=self.actor)
+        return self.edited(version)
 
 
 class ChangeListView(PolicyAdminView):
@@ -160,6 +182,24 @@ class BudgetView(PolicyAdminView):
         """Today's spend of the tenant and its limits."""
         limits = policy.tenant_limits(self.tenant)
         return Response({"today": policy.tenant_day_usage(self.tenant), "limits": limits.__dict__})
+
+
+@contextmanager
+def _as_conflict() -> Iterator[None]:
+    try:
+        yield
+    except (RuleConflict, RuleRefused):
+        raise
+    except InvalidRule as exc:
+        raise RuleConflict(exc.message, exc.details) from exc
+
+
+def _rule_exists(tenant: str, name: str) -> bool:
+    try:
+        policy.get_rule(tenant, name)
+    except RuleNotFound:
+        return False
+    return True
 
 
 def _valid(serializer_class: type, data: Any, partial: bool = False) -> dict[str, Any]:

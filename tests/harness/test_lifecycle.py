@@ -160,7 +160,8 @@ def test_an_unsafe_callback_url_is_refused(acme, settings):
         },
     )
 
-    assert response.status_code == 400
+    # Well formed, its host not public: understood and refused (422; malformed ones are 400).
+    assert response.status_code == 422
     assert "non-public address" in response.json()["error"]["message"]
     assert Run.objects.count() == 0
 

@@ -153,7 +153,7 @@ def test_the_shipped_defaults_cannot_be_edited_by_a_tenant(acme):
         "patch", "/api/v1/policies/rules/default-pii-no-external", {"enabled": False}, **ADMIN
     )
 
-    assert response.status_code == 400
+    assert response.status_code == 409  # well formed; the rule's state (shipped) refuses it
     assert response.json()["error"]["code"] == "invalid_rule"
 
 
