@@ -151,6 +151,7 @@ class RunAdmin(TenantScopedAdmin):
         "agent",
         "user_id",
         "mode",
+        "experiment",
         "status",
         "status_detail",
         "stop_reason",

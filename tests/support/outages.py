@@ -93,14 +93,28 @@ def database_unreachable(alias: str = "default") -> Iterator[None]:
     way it does when the database is down."""
     connection = connections[alias]
     saved = dict(connection.settings_dict)
-    connection.close()
+    _close(connection)
     if connection.vendor == "postgresql":
         connection.settings_dict.update(HOST="127.0.0.1", PORT=str(free_port()))
+        options = dict(connection.settings_dict.get("OPTIONS", {}))
+        if isinstance(options.get("pool"), dict):
+            # A pool made anew from these settings, which gives up after a second, not ten.
+            options["pool"] = {**options["pool"], "min_size": 0, "timeout": 1}
+        connection.settings_dict["OPTIONS"] = options
     else:
         connection.settings_dict["NAME"] = "/nonexistent-harness-dir/down.sqlite3"
     try:
         yield
     finally:
-        connection.close()
+        _close(connection)
         connection.settings_dict.clear()
         connection.settings_dict.update(saved)
+
+
+def _close(connection) -> None:
+    """Close the connection and, with the connection pool on (HARNESS_DB_POOL), the pool, whose
+    connections would otherwise still reach the old address."""
+    connection.close()
+    close_pool = getattr(connection, "close_pool", None)
+    if close_pool is not None:
+        close_pool()
