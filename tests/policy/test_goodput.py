@@ -225,7 +225,11 @@ def test_with_no_default_reserve_a_run_without_a_limit_reserves_per_model_call(
 @hypothesis.settings(
     max_examples=60,
     deadline=None,
-    suppress_health_check=[hypothesis.HealthCheck.function_scoped_fixture],
+    # Each example writes ledger rows: slow on a loaded machine, which is no failure.
+    suppress_health_check=[
+        hypothesis.HealthCheck.function_scoped_fixture,
+        hypothesis.HealthCheck.too_slow,
+    ],
 )
 @hypothesis.given(
     limit=st.integers(500, 6_000),
