@@ -17,13 +17,16 @@ from harness.models import Run
 from harness.spend_estimates import forget_estimates
 from policy.budget import (
     HELD_RETRY_AFTER_S,
+    Reservation,
     RunBudget,
     RunEstimate,
     load_run_ledger,
     open_run_budget,
+    reserve_day,
     reserve_run,
     run_room,
     save_run_ledger,
+    settle_day,
     spend,
 )
 from policy.errors import TenantBudgetExhausted
@@ -271,7 +274,16 @@ def test_holds_never_go_negative_and_the_day_never_promises_more_than_its_limit(
             del pending[run_id]
         else:
             tokens, share, pause = pending[run_id].pop(0)
-            if run_room(ledger, tokens, 0, 0) is not None:  # the day cannot cover it: stop
+            if ledger.mode == "per_call":
+                # A pause drew the hold to nothing: as the guard does (RunGuard._per_call), each
+                # call is then reserved from the day and settled with what it used.
+                granted = reserve_day("acme", tokens, 0, limits)
+                if not isinstance(granted, Reservation):
+                    pending[run_id] = []
+                else:
+                    settle_day(granted, int(tokens * share), 0)
+                    spend(ledger, int(tokens * share), 0, per_call=True)
+            elif run_room(ledger, tokens, 0, 0) is not None:  # the day cannot cover it: stop
                 pending[run_id] = []
             else:
                 spend(ledger, int(tokens * share), 0, per_call=False)
