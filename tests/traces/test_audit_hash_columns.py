@@ -48,6 +48,8 @@ def other_value(row: Any, name: str) -> Any:
         return connection.ops.adapt_datetimefield_value(value + timedelta(seconds=1))
     if name == "tenant":
         return "globex"
+    if isinstance(value, bool):  # a link's final flag
+        return not value
     if isinstance(value, int):
         return value + 1000
     assert isinstance(value, str), (name, value)
@@ -113,6 +115,12 @@ def test_the_link_hash_changes_with_each_column(acme, column):
     if column == "created_at":
         link.created_at = value + timedelta(microseconds=1)
     else:
-        setattr(link, column, value + 1 if isinstance(value, int) else value + "x")
+        setattr(link, column, _other_plain_value(value))
 
     assert hash_of_link(link) != original
+
+
+def _other_plain_value(value: Any) -> Any:
+    if isinstance(value, bool):
+        return not value
+    return value + 1 if isinstance(value, int) else value + "x"
