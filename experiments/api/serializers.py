@@ -21,7 +21,7 @@ class DatasetCreateSerializer(StrictSerializer):
 
 class DatasetItemsSerializer(StrictSerializer):
     runs = serializers.ListField(
-        child=serializers.CharField(max_length=64), max_length=1000, allow_empty=False
+        child=serializers.CharField(max_length=64), min_length=1, max_length=1000
     )
 
 
