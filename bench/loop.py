@@ -34,7 +34,7 @@ import subprocess
 import sys
 import threading
 import time
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -388,41 +388,11 @@ SERVERS = {
 }
 
 
-@contextmanager
 def _server(name: str, args: list[str], env: dict[str, str]):
     """A gunicorn of the project on a free loopback port; yields the port and its pid."""
-    from bench.support.procs import _stop, free_port
+    from bench.support.procs import gunicorn
 
-    port = free_port()
-    log_path = ROOT / "var" / f"bench-{name}.log"
-    log = open(log_path, "w")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "gunicorn", *args),
-            *("--bind", f"127.0.0.1:{port}", "--timeout", "120", "--log-level", "warning"),
-        ],
-        cwd=ROOT,
-        env=os.environ | {"DJANGO_SETTINGS_MODULE": "harness.settings.base"} | env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-                conn.request("GET", "/healthz")
-                conn.getresponse().read()
-                conn.close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit(f"gunicorn ({name}) did not start; see {log_path}") from None
-                time.sleep(0.2)
-        yield port, proc.pid
-    finally:
-        _stop([proc])
-        log.close()
+    return gunicorn(name, args, env)
 
 
 def _cpu_s(pid: int) -> float:

@@ -59,23 +59,25 @@ def free_port() -> int:
 
 
 @contextmanager
-def gunicorn(workers: int = 2, threads: int = 4):
-    """The project's WSGI app under gunicorn (gthread) on a free loopback port; yields it."""
+def gunicorn(name: str, args: list[str], env: dict[str, str] | None = None):
+    """A gunicorn of the project (``args``: its app and worker options) on a free loopback
+    port, logging to ``var/bench-<name>.log``; yields the port and its pid once /healthz
+    answers."""
     port = free_port()
-    log = open(ROOT / "var" / "bench-gunicorn.log", "w")  # noqa: SIM115 - closed below
+    log_path = ROOT / "var" / f"bench-{name}.log"
+    log = open(log_path, "w")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
         [
-            *(sys.executable, "-m", "gunicorn", "harness.wsgi:application"),
-            *("--workers", str(workers), "--threads", str(threads), "--worker-class", "gthread"),
+            *(sys.executable, "-m", "gunicorn", *args),
             *("--bind", f"127.0.0.1:{port}", "--timeout", "120", "--log-level", "warning"),
         ],
         cwd=ROOT,
-        env=_env(),
+        env=_env() | (env or {}),
         stdout=log,
         stderr=subprocess.STDOUT,
     )
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 90
         while True:
             try:
                 conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
@@ -85,11 +87,9 @@ def gunicorn(workers: int = 2, threads: int = 4):
                 break
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit(
-                        f"gunicorn did not start; see {ROOT / 'var' / 'bench-gunicorn.log'}"
-                    ) from None
+                    raise SystemExit(f"gunicorn ({name}) did not start; see {log_path}") from None
                 time.sleep(0.2)
-        yield port
+        yield port, proc.pid
     finally:
         _stop([proc])
         log.close()
