@@ -10,7 +10,7 @@ class HarnessConfig(AppConfig):
 
         from harness import checks  # noqa: F401  (registers the system checks)
         from harness.approval_wait import refuse_decisions_on_ended_runs
-        from harness.console_login import log_lockout
+        from harness.console.login import log_lockout
         from harness.engine.approvals import on_approval_decided
         from harness.services import ended_request_ids
         from policy.services import add_decision_guard, approval_decided

@@ -73,9 +73,9 @@ SESSION_COOKIE_SECURE = env_bool("DJANGO_SESSION_COOKIE_SECURE", default=False)
 CSRF_COOKIE_SECURE = env_bool("DJANGO_CSRF_COOKIE_SECURE", default=False)
 
 INSTALLED_APPS = [
-    "harness.admin_config.HarnessAdminConfig",  # django.contrib.admin, every page tenant-scoped
+    "harness.console.apps.HarnessAdminConfig",  # django.contrib.admin, every page tenant-scoped
     "django.contrib.auth",
-    "axes",  # console sign-in throttling (harness/console_login.py)
+    "axes",  # console sign-in throttling (harness/console/login.py)
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
@@ -106,7 +106,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    # Last: turns a sign-in refused by the lockout into harness.console_login's page.
+    # Last: turns a sign-in refused by the lockout into harness.console.login's page.
     "axes.middleware.AxesMiddleware",
 ]
 
@@ -114,7 +114,7 @@ MIDDLEWARE = [
 # After HARNESS_LOGIN_FAILURE_LIMIT wrong passwords in a row for one user name from one
 # address, that user cannot sign in from that address for HARNESS_LOGIN_COOLOFF_S seconds.
 AUTHENTICATION_BACKENDS = [
-    "harness.console_login.ConsoleLoginBackend",  # refuses locked-out sign-ins first
+    "harness.console.login.ConsoleLoginBackend",  # refuses locked-out sign-ins first
     "django.contrib.auth.backends.ModelBackend",
 ]
 AXES_FAILURE_LIMIT = env_int("HARNESS_LOGIN_FAILURE_LIMIT", 5, minimum=1)
@@ -125,7 +125,7 @@ AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_RESET_ON_SUCCESS = True
 AXES_ENABLE_ACCESS_FAILURE_LOG = True  # every failed sign-in, kept: the audit of lockouts
-AXES_LOCKOUT_CALLABLE = "harness.console_login.lockout_response"
+AXES_LOCKOUT_CALLABLE = "harness.console.login.lockout_response"
 AXES_ENABLE_ADMIN = False  # harness/admin.py registers read-only pages of its own
 AXES_VERBOSE = False  # no banner on every start-up and management command
 

@@ -2,7 +2,7 @@
 
 from django import template
 
-from harness.console import format_money, mark_masked
+from harness.console.reads import format_money, mark_masked
 
 register = template.Library()
 

@@ -17,7 +17,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 
-from harness.console import format_money
+from harness.console.reads import format_money
 from harness.models import Run, StaffTenantGrant, Tenant
 
 CHROMIUM = Path("/usr/bin/chromium")

@@ -12,7 +12,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from django.test import Client
 
-from harness.console import format_money, mark_masked
+from harness.console.reads import format_money, mark_masked
 from harness.models import Run, RunStatus, StaffTenantGrant, Tenant
 from policy import services as policy
 from policy.models import ApprovalStatus, ToolApproval
@@ -226,7 +226,7 @@ def test_a_runs_fields_open_on_the_run_not_on_the_engines_bookkeeping(acme):
 
 def test_every_field_of_a_run_is_placed_on_its_page_or_left_out_on_purpose():
     # A field the admin does not name would be shown first, above the run's own fields.
-    from harness.admin import RunAdmin
+    from harness.console.admin import RunAdmin
 
     editable = {f.name for f in Run._meta.concrete_fields if f.editable and not f.primary_key}
 

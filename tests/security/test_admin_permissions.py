@@ -93,7 +93,7 @@ def test_view_only_staff_cannot_redeliver_a_webhook(acme):
 
 
 def test_every_registered_admin_is_scoped_and_every_action_names_its_permission():
-    from harness.admin_site import TenantScopedAdmin, check_every_admin_is_scoped
+    from harness.console.site import TenantScopedAdmin, check_every_admin_is_scoped
 
     for model, model_admin in admin.site._registry.items():
         assert isinstance(model_admin, TenantScopedAdmin), model._meta.label
@@ -102,7 +102,7 @@ def test_every_registered_admin_is_scoped_and_every_action_names_its_permission(
 
 
 def test_a_page_put_into_the_registry_unscoped_fails_the_system_check():
-    from harness.admin_site import check_every_admin_is_scoped
+    from harness.console.site import check_every_admin_is_scoped
 
     class Leaky(admin.ModelAdmin):
         pass
@@ -117,7 +117,7 @@ def test_a_page_put_into_the_registry_unscoped_fails_the_system_check():
 
 
 def test_an_action_without_permissions_fails_the_check_and_is_not_offered(demo):
-    from harness.admin_site import HarnessAdminSite
+    from harness.console.site import HarnessAdminSite
 
     class Careless(admin.ModelAdmin):
         actions = ["wipe"]
@@ -137,7 +137,7 @@ def test_an_action_without_permissions_fails_the_check_and_is_not_offered(demo):
 
 
 def test_a_new_model_registered_plainly_is_scoped_by_default(demo):
-    from harness.admin_site import HarnessAdminSite
+    from harness.console.site import HarnessAdminSite
 
     site = HarnessAdminSite(name="plain")
     site.register(Ticket)  # no scoping declared anywhere

@@ -93,7 +93,7 @@ def test_other_users_and_other_addresses_are_not_affected(users, settings):
 
 
 def test_a_lockout_is_audited_in_the_console_and_the_log(users, settings, caplog):
-    caplog.set_level(logging.WARNING, logger="harness.console_login")
+    caplog.set_level(logging.WARNING, logger="harness.console.login")
     for n in range(settings.AXES_FAILURE_LIMIT):
         sign_in("10.0.0.9", "root", f"wrong-{n}")
     sign_in("10.0.0.9", "root", PASSWORD)  # refused while locked
@@ -105,7 +105,7 @@ def test_a_lockout_is_audited_in_the_console_and_the_log(users, settings, caplog
     assert attempt.failures_since_start == settings.AXES_FAILURE_LIMIT
     assert "wrong-" not in attempt.post_data  # passwords are not kept
 
-    lines = [r.getMessage() for r in caplog.records if r.name == "harness.console_login"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "harness.console.login"]
     assert any(
         line.startswith("Console sign-in locked out: 'root' at 10.0.0.9 after ")
         and f"after {settings.AXES_FAILURE_LIMIT} failed sign-ins" in line

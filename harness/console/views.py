@@ -16,7 +16,8 @@ from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
-from harness.console import granted_tenant_slugs
+from harness.console.permissions import DECIDE_PERMISSION
+from harness.console.reads import granted_tenant_slugs
 from harness.errors import HarnessError
 from harness.models import Run, Tenant
 from harness.replay import replay_run, what_if
@@ -50,8 +51,6 @@ def decide_call_view(
     page and the API record it (``decide_tool_call``: the staff user decides as themselves and
     needs ``approval:decide`` in the run's tenant; the decision binds to the arguments' hash
     shown on the page). Needs the admin's approval-change permission and the run's tenant."""
-    from harness.admin import DECIDE_PERMISSION
-
     if request.method != "POST":
         return HttpResponseNotAllowed(["POST"])
     run = model_admin.get_object(request, object_id)  # tenant-scoped: None if not granted

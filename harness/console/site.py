@@ -28,7 +28,7 @@ from django.core.exceptions import FieldDoesNotExist, PermissionDenied, Validati
 from django.db.models import Model, Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 
-from harness.console import granted_tenant_slugs
+from harness.console.reads import granted_tenant_slugs
 
 GLOBAL = ""  # tenant_lookup of models that belong to no tenant: superusers only
 

@@ -1,4 +1,4 @@
-"""The admin app, on Harness's own admin site (``harness.admin_site.HarnessAdminSite``): every
+"""The admin app, on Harness's own admin site (``harness.console.site.HarnessAdminSite``): every
 model registered with ``@admin.register`` anywhere is tenant-scoped and permission-checked by
 default. Listed in ``INSTALLED_APPS`` instead of ``django.contrib.admin``; kept free of model
 imports because settings load it before the apps are ready."""
@@ -7,4 +7,4 @@ from django.contrib.admin.apps import AdminConfig
 
 
 class HarnessAdminConfig(AdminConfig):
-    default_site = "harness.admin_site.HarnessAdminSite"
+    default_site = "harness.console.site.HarnessAdminSite"
