@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -282,6 +282,17 @@ def list_approvals(tenant: str, run_id: str) -> list[ToolApproval]:
     return list(
         ToolApproval.objects.filter(tenant=tenant, run_id=run_id).order_by("created_at", "round")
     )
+
+
+def list_waiting_approvals(
+    tenants: Collection[str] | None, now: datetime, limit: int
+) -> list[ToolApproval]:
+    """Calls still waiting for a decision in ``tenants`` (``None``: every tenant), the
+    soonest to expire first."""
+    waiting = ToolApproval.objects.filter(status=ApprovalStatus.PENDING, expires_at__gt=now)
+    if tenants is not None:
+        waiting = waiting.filter(tenant__in=sorted(tenants))
+    return list(waiting.order_by("expires_at")[:limit])
 
 
 def has_pending_approvals(run_id: str) -> bool:

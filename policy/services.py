@@ -40,6 +40,7 @@ from policy.approvals import (
     has_pending_approvals,
     hash_arguments,
     list_approvals,
+    list_waiting_approvals,
     save_approvals,
 )
 from policy.budget import (
@@ -50,6 +51,7 @@ from policy.budget import (
     RunLedger,
     charge_day_tool_call,
     load_run_ledger,
+    micros_to_usd,
     open_run_budget,
     release_run_budget,
     reserve_day,
@@ -159,7 +161,9 @@ __all__ = [
     "list_labels",
     "list_lines",
     "list_rules",
+    "list_waiting_approvals",
     "load_run_ledger",
+    "micros_to_usd",
     "open_event_stream",
     "open_run_budget",
     "pace_model_call",

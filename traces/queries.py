@@ -1,14 +1,17 @@
 """Reading traces back, for the API and the admin."""
 
+from collections.abc import Collection
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
+from django.db.models import Q
 
 from traces.keys import fingerprint_search_keys
 from traces.masking import FINGERPRINTED_KINDS, fingerprint
 from traces.masking.kinds import search_forms
 from traces.masking.plugins import configured_detectors, searchable_kinds, tenant_detectors
-from traces.models import AuditRecord, Fingerprint, Span
+from traces.models import AuditRecord, Fingerprint, Span, SpanKind, SpanStatus
 from traces.recorder import rebuild_model_requests
 
 
@@ -93,5 +96,25 @@ def list_tool_names(tenants: list[str] | None = None) -> list[str]:
 
 
 def request_ids_calling(tool: str) -> Any:
-    """The request ids of traces that called ``tool`` (a subquery, for filtering runs)."""
-    return Span.objects.filter(kind="tool_call", name=tool).values("request_id")
+    """The request ids of traces where the model called ``tool``: it ran, or the policy
+    refused it (a subquery, for filtering runs)."""
+    return Span.objects.filter(
+        Q(kind=SpanKind.TOOL_CALL, name=tool)
+        | Q(kind=SpanKind.POLICY_CHECK, status=SpanStatus.REFUSED, attributes__tool=tool)
+    ).values("request_id")
+
+
+def list_problem_spans(
+    tenants: Collection[str] | None, since: datetime, limit: int
+) -> list[dict[str, Any]]:
+    """The newest ``limit`` refused policy checks and failed tool calls since ``since``, in
+    ``tenants`` (``None``: every tenant): kind, name, status and attributes of each."""
+    spans = Span.objects.filter(started_at__gte=since).filter(
+        Q(kind=SpanKind.POLICY_CHECK, status=SpanStatus.REFUSED)
+        | Q(kind=SpanKind.TOOL_CALL, status=SpanStatus.ERROR)
+    )
+    if tenants is not None:
+        spans = spans.filter(tenant__in=sorted(tenants))
+    return list(
+        spans.order_by("-started_at").values("kind", "name", "status", "attributes")[:limit]
+    )

@@ -39,6 +39,7 @@ from harness.models import (
     ApiKey,
     CostReport,
     Run,
+    RunOutcome,
     Session,
     StaffTenantGrant,
     Tenant,
@@ -93,7 +94,7 @@ class ApiKeyAdmin(TenantScopedAdmin):
 
 
 class ToolUsedFilter(admin.SimpleListFilter):
-    title = "tool used"
+    title = "tool called"  # it ran, or the policy refused it
     parameter_name = "tool"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
@@ -104,6 +105,27 @@ class ToolUsedFilter(admin.SimpleListFilter):
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
         if self.value():
             return queryset.filter(request_id__in=request_ids_calling(self.value()))
+        return queryset
+
+
+class ProblemFilter(admin.SimpleListFilter):
+    """Runs that met a kind of problem, whatever their outcome (the worst kind) says: a run
+    refused once and then corrected is listed under both."""
+
+    title = "had a problem"
+    parameter_name = "had"
+    ANY = "any"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        kinds = [(kind, RunOutcome(kind).label) for kind in RunOutcome.values if kind != "clean"]
+        return [(self.ANY, "Any problem"), *kinds]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        kind = self.value()
+        if kind == self.ANY:
+            return queryset.exclude(outcome=RunOutcome.CLEAN)
+        if kind in RunOutcome.values and kind != RunOutcome.CLEAN:
+            return queryset.filter(**{f"outcome_counts__{kind}__gte": 1})
         return queryset
 
 
@@ -126,6 +148,7 @@ class RunAdmin(TenantScopedAdmin):
     list_filter = [
         "status",
         "outcome",
+        ProblemFilter,
         "agent",
         ("tenant", admin.RelatedOnlyFieldListFilter),
         ("user_id", admin.AllValuesFieldListFilter),

@@ -28,6 +28,7 @@ from django.core.exceptions import FieldDoesNotExist, PermissionDenied, Validati
 from django.db.models import Model, Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 
+from harness.console.home import home_context
 from harness.console.reads import granted_tenant_slugs
 
 GLOBAL = ""  # tenant_lookup of models that belong to no tenant: superusers only
@@ -171,6 +172,11 @@ class HarnessAdminSite(admin.AdminSite):
     """Django's admin site, where every registered class is tenant-scoped."""
 
     site_header = "Harness console"
+    index_title = "Dashboard"
+    index_template = "admin/harness/dashboard.html"
+
+    def index(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> Any:
+        return super().index(request, (extra_context or {}) | home_context(request.user))
 
     def register(
         self,

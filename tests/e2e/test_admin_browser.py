@@ -19,14 +19,9 @@ from django.contrib.auth.models import Permission
 
 from harness.console.reads import format_money
 from harness.models import Run, StaffTenantGrant, Tenant
+from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, login, needs_chromium, save
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
-
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(),
-    reason=f"Chromium is required: {CHROMIUM} is not installed (apt install chromium)",
-)
+pytestmark = needs_chromium
 
 
 @pytest.fixture
@@ -162,73 +157,6 @@ def test_an_auditor_finds_a_run_by_request_id_and_reads_its_timeline(
     assert len(changed_calls) == 2
     assert all("update_ticket" in c and "refused (acl)" in c for c in changed_calls)
     assert any(run.request_id in c for c in changed_calls)
-
-
-def login(page, url: str, username: str, password: str, next_path: str) -> None:
-    page.goto(f"{url}/admin/login/?next={next_path}")
-    page.fill("#id_username", username)
-    page.fill("#id_password", password)
-    page.click("input[type=submit]")
-    page.wait_for_url(f"**{next_path}")
-
-
-def save(page, locator, name: str) -> None:
-    screenshots = os.environ.get("HARNESS_SCREENSHOT_DIR", "")
-    if screenshots:
-        Path(screenshots).mkdir(parents=True, exist_ok=True)
-        (locator or page).screenshot(path=str(Path(screenshots) / name))
-
-
-@pytest.fixture
-def operator(demo) -> tuple[str, str]:
-    """A staff user granted acme who may view everything and decide approvals there (the
-    admin permission, and approval:decide in acme's policy)."""
-    from policy import services as policy
-
-    user = get_user_model().objects.create_user("olga", password="olga-pw", is_staff=True)
-    user.user_permissions.set(
-        [
-            *Permission.objects.filter(codename__startswith="view_"),
-            Permission.objects.get(codename="change_toolapproval"),
-        ]
-    )
-    StaffTenantGrant.objects.create(user=user, tenant=Tenant.objects.get(slug="acme"))
-    policy.assign_role("acme", "olga", "approver", actor="tests")
-    return "olga", "olga-pw"
-
-
-@pytest.fixture
-def varied_runs(acme, agent_dir, settings) -> dict[str, Run]:
-    """Runs of acme as an operator meets them: succeeded, held for approval, failed."""
-    from tests.runs import TICKET, call, scripted_agent, start
-
-    settings.HARNESS_ROUTES = {"scripted:demo": {"price": {"input": 2.5, "output": 10.0}}}
-    escalation = {
-        "ticket_id": TICKET,
-        "action": "escalate",
-        "escalate_reason": "charged twice; customer on 13812345678",
-    }
-    agent = scripted_agent(
-        agent_dir,
-        [call("get_ticket", ticket_id=TICKET), call("update_ticket", **escalation)],
-    )
-    # Agent files are read once per set of folders: the agent is written before any run.
-    demo_input = "T-20250318-007 为什么没人处理? Call 13812345678"
-    acme.post("/api/v1/runs", {"agent": "ticket-assistant", "user": "bob", "input": demo_input})
-    held = start(acme, agent, user="bob", input="Escalate T-20250318-007: customer charged twice")
-    assert held.status_code == 202, held.content
-    failed = acme.post(
-        "/api/v1/runs", {"agent": "ticket-assistant", "user": "bob", "input": "Why T-20250320-011?"}
-    )
-    Run.objects.filter(id=failed.json()["id"]).update(
-        status="budget_exceeded",
-        stop_reason="budget_exceeded",
-        status_detail="The run's token budget (2000 tokens) is spent.",
-    )
-    return {
-        "held": Run.objects.get(id=held.json()["id"]),
-        "failed": Run.objects.get(id=failed.json()["id"]),
-    }
 
 
 def test_the_run_list_fits_1280_px_with_every_column(varied_runs, operator, live_server):
