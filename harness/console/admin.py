@@ -35,11 +35,13 @@ from harness.console.reads import (
     status_tone,
 )
 from harness.console.site import TenantScopedAdmin
+from harness.console.waterfall import build_waterfall
 from harness.models import (
     ApiKey,
     CostReport,
     Run,
     RunOutcome,
+    RunStatus,
     Session,
     StaffTenantGrant,
     Tenant,
@@ -47,7 +49,7 @@ from harness.models import (
     WebhookDelivery,
 )
 from harness.reports import DIMENSIONS, CostFilter, cost_report
-from traces.queries import list_tool_names, request_ids_calling
+from traces.queries import get_trace, list_tool_names, request_ids_calling
 
 
 class StaffTenantGrantAdmin(admin.ModelAdmin):
@@ -127,6 +129,10 @@ class ProblemFilter(admin.SimpleListFilter):
         if kind in RunOutcome.values and kind != RunOutcome.CLEAN:
             return queryset.filter(**{f"outcome_counts__{kind}__gte": 1})
         return queryset
+
+
+# A run's page follows these as they change (harness/static/harness/run_live.js).
+LIVE_STATUSES = frozenset({RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL})
 
 
 @admin.register(Run)
@@ -296,8 +302,14 @@ class RunAdmin(TenantScopedAdmin):
         run = self.get_object(request, object_id)
         context = dict(extra_context or {})
         if run is not None:
-            timeline = run_timeline(run)
+            trace = get_trace(run.request_id)
+            timeline = run_timeline(run, trace)
             context["timeline"] = timeline
+            context["waterfall"] = build_waterfall(trace["spans"])
+            context["duration"] = format_duration(run_duration(run))
+            context["live"] = run.status in LIVE_STATUSES
+            context["status_tone"] = status_tone(run.status)
+            context["outcome_tone"] = outcome_tone(run.outcome)
             context["problem"] = run_problem(run)
             context["first_problem"] = first_problem(timeline)
             context["held_calls"] = held_calls(run)
@@ -307,7 +319,12 @@ class RunAdmin(TenantScopedAdmin):
     def get_urls(self) -> list[Any]:
         from django.urls import path
 
-        from harness.console.views import decide_call_view, policy_preview_view, run_replay_view
+        from harness.console.views import (
+            decide_call_view,
+            policy_preview_view,
+            run_replay_view,
+            run_state_view,
+        )
 
         return [
             path(
@@ -317,6 +334,13 @@ class RunAdmin(TenantScopedAdmin):
                     lambda request, object_id: decide_call_view(self, request, object_id), "view"
                 ),
                 name="harness_run_decide",
+            ),
+            path(
+                "<path:object_id>/state/",
+                self.permission_view(
+                    lambda request, object_id: run_state_view(self, request, object_id), "view"
+                ),
+                name="harness_run_state",
             ),
             path(
                 "<path:object_id>/replay/",

@@ -94,15 +94,16 @@ class Timeline:
         return self.prompt_tokens + self.completion_tokens
 
 
-def run_timeline(run: Run) -> Timeline:
+def run_timeline(run: Run, trace: dict[str, Any] | None = None) -> Timeline:
     """The run's trace as steps a person can read: per model call what the model saw (the
     masked messages, and how many were new), what it answered, then the policy decisions,
     approvals and tool calls (with their masked I/O) up to the next model call; tokens and
-    cost per step and in total."""
+    cost per step and in total. ``trace``: the run's trace if already read."""
     timeline = Timeline(request_id=run.request_id)
     step: Step | None = None
     seen_before = 0
-    for span in get_trace(run.request_id)["spans"]:
+    trace = trace if trace is not None else get_trace(run.request_id)
+    for span in trace["spans"]:
         audit = {record["kind"]: record["payload"] for record in span["audit"]}
         attributes = span["attributes"]
         if span["kind"] == "agent_session":

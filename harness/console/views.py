@@ -11,7 +11,7 @@ from casbin_adapter.models import CasbinRule
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
@@ -293,3 +293,19 @@ def _save(tenant: Tenant, change: dict[str, Any], actor: str) -> None:
         policy.update_rule(tenant.slug, str(body.pop("name", "")), body, actor)
     else:
         policy.delete_rule(tenant.slug, str(change["rule"].get("name", "")), actor)
+
+
+def run_state_view(model_admin: admin.ModelAdmin, request: HttpRequest, object_id: str) -> Any:
+    """What a run's open page watches to know it changed: its status, steps, outcome and
+    the calls held (tenant-scoped like the page)."""
+    run = model_admin.get_object(request, object_id)
+    if run is None:
+        raise PermissionDenied
+    return JsonResponse(
+        {
+            "status": run.status,
+            "outcome": run.outcome,
+            "steps": run.steps,
+            "updated_at": run.updated_at.isoformat(),
+        }
+    )

@@ -246,7 +246,7 @@ def test_an_operator_finds_a_held_run_reads_why_and_approves_it_on_its_page(
         # Read why, before anything else on the page.
         problem_above_fields = page.evaluate(
             """document.querySelector('#run-problem').getBoundingClientRect().top <
-               document.querySelector('fieldset').getBoundingClientRect().top"""
+               document.querySelector('#waterfall').getBoundingClientRect().top"""
         )
         problem = page.locator("#run-problem").inner_text()
         held_call = page.locator("#held-calls .held-call").first
