@@ -1,5 +1,7 @@
 from django.contrib import admin
+from django.templatetags.static import static
 from django.urls import include, path
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from harness.health import healthz, readyz
@@ -8,6 +10,9 @@ from harness.health import healthz, readyz
 PUBLIC = {"authentication_classes": [], "permission_classes": []}
 
 urlpatterns = [
+    # A person at the root wants the console; a browser asks every site for /favicon.ico.
+    path("", RedirectView.as_view(url="/admin/"), name="root"),
+    path("favicon.ico", RedirectView.as_view(url=static("harness/favicon.svg"), permanent=True)),
     path("healthz", healthz, name="healthz"),
     path("readyz", readyz, name="readyz"),
     path("admin/", admin.site.urls),

@@ -8,7 +8,9 @@ PY=.venv/bin/python
 HOST=${HOST:-127.0.0.1}
 PORT=${PORT:-8000}
 URL="http://${HOST}:${PORT}"
-mkdir -p var
+# Logs and the worker's state go where the data goes (HARNESS_VAR_DIR, as in settings).
+VAR=${HARNESS_VAR_DIR:-var}
+mkdir -p "$VAR"
 
 # The same key as last time while it still works (kept sealed in var/), else a new one.
 KEY_STATE=$($PY manage.py shell -v 0 -c "from harness.demo import demo_api_key
@@ -30,23 +32,24 @@ export HARNESS_MCP_CONFIG=${HARNESS_MCP_CONFIG:-tools/mcp/demo-servers.json}
 HARNESS_SECRET_DEMO_DESK_DATABASE_URL=$($PY manage.py shell -v 0 -c \
   "from harness.demo import database_url; print(database_url())")
 export HARNESS_SECRET_DEMO_DESK_DATABASE_URL
-$PY manage.py check_tools >var/check-tools.log 2>&1 \
-  || echo "check_tools reported problems (MCP drift?): see var/check-tools.log"
+$PY manage.py check_tools >"$VAR/check-tools.log" 2>&1 \
+  || echo "check_tools reported problems (MCP drift?): see $VAR/check-tools.log"
 
 # -B: beat inside the worker (recovers stalled runs, retries webhooks) — enough for one host.
-# Supervised: started again within seconds whenever it dies (var/worker.pid: its pid).
-scripts/supervise.sh var/worker.pid .venv/bin/celery -A harness worker -B \
-  --schedule var/celerybeat-schedule --loglevel INFO --concurrency 2 >var/worker.log 2>&1 &
+# Supervised: started again within seconds whenever it dies (worker.pid: its pid).
+scripts/supervise.sh "$VAR/worker.pid" .venv/bin/celery -A harness worker -B \
+  --schedule "$VAR/celerybeat-schedule" --loglevel INFO --concurrency 2 >"$VAR/worker.log" 2>&1 &
 WORKER=$!
 # ASGI (uvicorn workers): live event streams are async and hold no thread each. On PostgreSQL
-# each worker pools its connections (HARNESS_DB_POOL, on by default).
+# each worker pools its connections (HARNESS_DB_POOL, on by default). Everything the server
+# writes goes to $VAR: the terminal keeps the banner.
 HARNESS_DB_CONN_MAX_AGE=0 .venv/bin/gunicorn harness.asgi:application \
   -k uvicorn_worker.UvicornWorker --bind "${HOST}:${PORT}" --workers 2 \
-  --timeout 120 --access-logfile var/access.log --error-logfile var/web.log &
+  --timeout 120 --access-logfile "$VAR/access.log" --error-logfile "$VAR/web.log" >>"$VAR/web.log" 2>&1 &
 WEB=$!
 trap 'kill $WEB $WORKER 2>/dev/null || true; wait 2>/dev/null || true' EXIT INT TERM
 
-$PY - "$URL" <<'PYEOF'
+$PY - "$URL" "$VAR" <<'PYEOF'
 import sys, time, urllib.request
 for _ in range(150):
     try:
@@ -55,7 +58,7 @@ for _ in range(150):
     except OSError:
         time.sleep(0.2)
 else:
-    sys.exit("the web server did not come up; see var/web.log")
+    sys.exit(f"the web server did not come up; see {sys.argv[2]}/web.log")
 PYEOF
 
 ADMIN_PASSWORD=${HARNESS_DEMO_ADMIN_PASSWORD:-harness-demo}
@@ -65,9 +68,12 @@ cat <<BANNER
 
   API        ${URL}/api/v1/   (docs: ${URL}/api/v1/docs)
   Admin      ${URL}/admin/    login: admin / ${ADMIN_PASSWORD}
-  Logs       var/web.log, var/worker.log
+  Logs       $VAR/web.log (server), $VAR/access.log (requests), $VAR/worker.log (worker)
   API key    ${KEY}
              ${KEY_NOTE}
+
+  For the README's commands, paste:
+  export HARNESS_URL=${URL} HARNESS_KEY=${KEY}
 
   Demo scenarios (README "Demo scenarios"); each one's trace:
   curl -s ${URL}/api/v1/runs/<id>/trace -H 'Authorization: Bearer ${KEY}'

@@ -24,6 +24,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -262,6 +263,24 @@ SCENARIO_TRUTHS = {
 
 
 # Runs before the README's blocks, as a newcomer would: those edit the demo's policy.
+def test_make_run_leaves_the_terminal_to_its_banner(demo):
+    """The servers' logs go to var/: after the banner, the terminal stays quiet, even when
+    pages, static files and a missing favicon are asked for (which used to print warnings)."""
+    for path in ["/admin/login/", "/static/admin/css/base.css", "/favicon.ico"]:
+        urllib.request.urlopen(demo.url + path, timeout=30).read()
+    with pytest.raises(urllib.error.HTTPError):  # a 404: Django logs a warning
+        urllib.request.urlopen(demo.url + "/nowhere", timeout=30)
+    api(demo, "POST", "/api/v1/runs", {"agent": "ticket-assistant", "user": "bob", "input": "hi"})
+    time.sleep(2)
+    printed = (demo.var / "run-2.log").read_text(encoding="utf-8")
+    after_banner = printed[printed.index(BANNER_END) + len(BANNER_END) :]
+    assert after_banner.strip() == ""
+    assert f"export HARNESS_URL={demo.url} HARNESS_KEY={demo.key}" in printed
+    assert "Not Found" in (demo.var / "web.log").read_text(encoding="utf-8")  # kept, in var/
+    assert "StreamingHttpResponse" not in (demo.var / "web.log").read_text(encoding="utf-8")
+    assert "No hostname was supplied" not in (demo.var / "worker.log").read_text(encoding="utf-8")
+
+
 def test_every_printed_scenario_curl_answers_true_to_its_tools_twice(demo):
     scenarios = printed_scenarios(demo.banners[-1])
     assert [title for title, _ in scenarios] == list(SCENARIO_TRUTHS)

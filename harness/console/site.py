@@ -172,6 +172,8 @@ class HarnessAdminSite(admin.AdminSite):
     """Django's admin site, where every registered class is tenant-scoped."""
 
     site_header = "Harness console"
+    # The header's "View site" link: the API's documentation (the console is the site).
+    site_url = "/api/v1/docs"
     index_title = "Dashboard"
     index_template = "admin/harness/dashboard.html"
 

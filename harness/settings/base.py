@@ -99,7 +99,7 @@ MIDDLEWARE = [
     "harness.body_limit.refuse_oversized_bodies",
     "django.middleware.security.SecurityMiddleware",
     "harness.api.middleware.refuse_unservable_requests",
-    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "servestatic.middleware.ServeStaticMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -232,8 +232,11 @@ def filesystem_broker_options(folder: Path) -> dict[str, object]:
     }
 
 
-CELERY_BROKER_URL = env_str("CELERY_BROKER_URL") or REDIS_URL or "filesystem://"
-if CELERY_BROKER_URL == "filesystem://":
+# The embedded broker names a host (the filesystem transport ignores it) because kombu warns
+# "No hostname was supplied" about a URL without one, once per connection.
+EMBEDDED_BROKER_URL = "filesystem://localhost/"
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL") or REDIS_URL or EMBEDDED_BROKER_URL
+if CELERY_BROKER_URL.startswith("filesystem://"):
     CELERY_BROKER_TRANSPORT_OPTIONS = filesystem_broker_options(VAR_DIR / "celery-broker")
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
@@ -267,7 +270,7 @@ STATIC_ROOT = VAR_DIR / "static"
 STATIC_ROOT.mkdir(exist_ok=True)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+    "staticfiles": {"BACKEND": "servestatic.storage.CompressedStaticFilesStorage"},
 }
 
 # --- API ------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
 # Tests' tasks go to their own queue (and folder), so a `make run` worker on the same machine
 # never takes them, and messages left by an earlier session are not replayed.
 CELERY_TASK_DEFAULT_QUEUE = "harness-tests"
-if CELERY_BROKER_URL == "filesystem://":  # noqa: F405
+if CELERY_BROKER_URL.startswith("filesystem://"):  # noqa: F405
     CELERY_BROKER_TRANSPORT_OPTIONS = filesystem_broker_options(  # noqa: F405
         VAR_DIR / "celery-broker-tests"  # noqa: F405
     )
