@@ -169,7 +169,12 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
     port = free_port()
     env = demo_env(var, port)
     python = str(ROOT / ".venv" / "bin" / "python")
-    for command in (["migrate", "--no-input", "-v0"], ["load_demo"]):
+    # As `make run` does before scripts/run-demo.sh.
+    for command in (
+        ["migrate", "--no-input", "-v0"],
+        ["collectstatic", "--no-input", "-v0"],
+        ["load_demo"],
+    ):
         subprocess.run([python, "manage.py", *command], cwd=ROOT, env=env, check=True)
     banners = []
     process, banner = start_demo(env, var / "run-1.log")
