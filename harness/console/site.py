@@ -26,8 +26,9 @@ from django.contrib import admin
 from django.core import checks
 from django.core.exceptions import FieldDoesNotExist, PermissionDenied, ValidationError
 from django.db.models import Model, Q, QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
+from harness.console.oidc import provider_logout_url, sso_enabled
 from harness.console.reads import granted_tenant_slugs
 
 GLOBAL = ""  # tenant_lookup of models that belong to no tenant: superusers only
@@ -171,6 +172,21 @@ class HarnessAdminSite(admin.AdminSite):
     """Django's admin site, where every registered class is tenant-scoped."""
 
     site_header = "Harness console"
+    login_template = "admin/harness/login.html"
+
+    def login(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> Any:
+        """The sign-in page; with single sign-on on it leads there first."""
+        return super().login(request, {**(extra_context or {}), "sso_enabled": sso_enabled()})
+
+    def logout(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> Any:
+        """Ends the console session; after a single sign-on, the provider's session too."""
+        id_token = request.session.get("oidc_id_token")
+        response = super().logout(request, extra_context)
+        if id_token and sso_enabled() and request.method == "POST":
+            url = provider_logout_url(request, id_token)
+            if url:
+                return HttpResponseRedirect(url)
+        return response
 
     def register(
         self,
