@@ -41,6 +41,7 @@ from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthen
 
 from harness.console.roles import roles_of_groups, sync_console_roles
 from harness.models import OidcIdentity
+from harness.siem.events import on_sso_refused
 
 logger = logging.getLogger(__name__)
 
@@ -297,7 +298,7 @@ class ConsoleOidcCallbackView(OIDCAuthenticationCallbackView):
         except SuspiciousOperation as exc:
             reason = str(exc)
             if "state not found" in reason:
-                reason = "this sign-in was already used or was not started here (unknown state)"
+                reason = "this sign-in was already used or was not started in this browser"
             return refusal(request, reason)
 
     def login_failure(self) -> HttpResponse:
@@ -306,7 +307,8 @@ class ConsoleOidcCallbackView(OIDCAuthenticationCallbackView):
             getattr(
                 self.request,
                 "sso_refusal",
-                "the sign-in was not started in this browser session, or did not complete",
+                "this sign-in was already used, was not started in this browser, or did not "
+                "complete",
             ),
         )
 
@@ -314,6 +316,7 @@ class ConsoleOidcCallbackView(OIDCAuthenticationCallbackView):
 def refusal(request: HttpRequest, reason: str) -> HttpResponse:
     """The console's page for a refused single sign-on: ``403`` and the reason."""
     logger.warning("Single sign-on refused: %s", reason)
+    on_sso_refused(request, reason)
     return TemplateResponse(
         request,
         "admin/harness/sso_refused.html",

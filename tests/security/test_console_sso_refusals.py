@@ -47,12 +47,15 @@ def test_a_callback_used_a_second_time_is_refused(sso, client):
     sso.set_groups("carol", ["harness-acme-operators"])
     callback = sign_in_at_provider(start_sign_in(client), "carol")
     assert client.get(callback).status_code == 302
+    again_while_signed_in = client.get(callback)
     client.post("/admin/logout/")
 
     replayed = client.get(callback)
 
     assert replayed.status_code == 403
-    assert "already used or was not started here" in replayed.content.decode()
+    assert "already used" in replayed.content.decode()
+    assert again_while_signed_in.status_code == 403
+    assert "already used" in again_while_signed_in.content.decode()
     assert not signed_in(client)
 
 
