@@ -95,3 +95,23 @@ def list_tool_names(tenants: list[str] | None = None) -> list[str]:
 def request_ids_calling(tool: str) -> Any:
     """The request ids of traces that called ``tool`` (a subquery, for filtering runs)."""
     return Span.objects.filter(kind="tool_call", name=tool).values("request_id")
+
+
+def list_audit_records_after(after_id: int, limit: int) -> list[AuditRecord]:
+    """Audit records by insertion (``id``) after ``after_id``: what a reader that keeps its
+    own cursor (the SIEM delivery) has not read yet. Stored, masked, rows."""
+    return list(AuditRecord.objects.filter(id__gt=after_id).order_by("id")[:limit])
+
+
+def list_spans_after(after_id: int, limit: int) -> list[Span]:
+    """Spans by insertion (``id``) after ``after_id`` (every kind: a reader filters, so that
+    its cursor sees every id and can tell a gap from a filtered row)."""
+    return list(Span.objects.filter(id__gt=after_id).order_by("id")[:limit])
+
+
+def count_audit_records_after(after_id: int) -> int:
+    return AuditRecord.objects.filter(id__gt=after_id).count()
+
+
+def count_spans_after(after_id: int, kind: str) -> int:
+    return Span.objects.filter(id__gt=after_id, kind=kind).count()
