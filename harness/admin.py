@@ -2,3 +2,4 @@
 ``harness.console.admin``."""
 
 from harness.console import accounts, admin  # noqa: F401
+from harness.siem import admin as siem_admin  # noqa: F401

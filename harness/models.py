@@ -351,3 +351,11 @@ class OidcIdentity(models.Model):
 
     def __str__(self) -> str:
         return f"{self.subject} at {self.issuer}"
+
+
+# The SIEM wing's rows (harness/siem/models.py), in this app.
+from harness.siem.models import (  # noqa: E402, F401
+    SecurityEvent,
+    SiemCursor,
+    SiemDeadLetter,
+)

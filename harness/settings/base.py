@@ -446,6 +446,25 @@ HARNESS_BUDGET_ALERT_THRESHOLDS = tuple(
 HARNESS_APPROVAL_TTL_S = env_int("HARNESS_APPROVAL_TTL_S", 86_400, minimum=1)
 # Live event streams (GET /runs/{id}/events) a tenant may hold open at once, all processes.
 HARNESS_EVENT_STREAMS_PER_TENANT = env_int("HARNESS_EVENT_STREAMS_PER_TENANT", 50, minimum=1)
+# --- Audit streamed to SIEMs (docs/siem.md) -------------------------------------------------
+# Sinks: a JSON list of {"name", "type": "https"|"splunk_hec"|"syslog", …}; a sink's token is
+# read from the variable its "token_env" names (or that variable's _FILE).
+HARNESS_SIEM_SINKS = env_json("HARNESS_SIEM_SINKS", [])
+HARNESS_SIEM_SECRETS = {
+    str(sink["token_env"]): env_str(str(sink["token_env"]))
+    for sink in (HARNESS_SIEM_SINKS if isinstance(HARNESS_SIEM_SINKS, list) else [])
+    if isinstance(sink, dict) and sink.get("token_env")
+}
+HARNESS_SIEM_INTERVAL_S = env_float("HARNESS_SIEM_INTERVAL_S", 5.0, minimum=0.5)
+# A gap in a table's ids younger than this is waited for (a transaction still open).
+HARNESS_SIEM_SETTLE_S = env_float("HARNESS_SIEM_SETTLE_S", 30.0, minimum=0)
+HARNESS_SIEM_RETRY_BASE_S = env_float("HARNESS_SIEM_RETRY_BASE_S", 2.0, minimum=0.1)
+HARNESS_SIEM_RETRY_MAX_S = env_float("HARNESS_SIEM_RETRY_MAX_S", 300.0, minimum=0.1)
+CELERY_BEAT_SCHEDULE["deliver-siem"] = {
+    "task": "harness.deliver_siem",
+    "schedule": HARNESS_SIEM_INTERVAL_S,
+}
+
 CELERY_BEAT_SCHEDULE["expire-approvals"] = {
     "task": "policy.expire_approvals",
     "schedule": env_float("HARNESS_SWEEP_INTERVAL_S", 15.0, minimum=0.5),
