@@ -23,6 +23,7 @@ from harness.services import create_api_key
 from harness.siem.delivery import deliver_to_sinks, siem_status
 from harness.siem.events import GENESIS_HASH, event_content, event_hash
 from harness.siem.sinks import parse_sinks
+from tests.runs import call, scripted_agent, start
 from tests.support.siem_receivers import HttpReceiver, SyslogReceiver
 from traces.chain import record_hash
 from traces.models import AuditRecord
@@ -323,3 +324,52 @@ def test_a_bad_sink_setting_stops_start_up_naming_the_sink(settings, sinks, mess
     settings.HARNESS_SIEM_SECRETS = {}
     with pytest.raises(SystemCheckError, match=r"harness\.E120"):
         call_command("check")
+
+
+def test_an_approval_reaches_the_sink_with_who_decided(acme, agent_dir, receiver, settings):
+    sink_settings(settings, {"name": "soc", "type": "https", "url": receiver.url,
+                             "streams": ["approval"]})  # fmt: skip
+    escalation = {"ticket_id": "T-20250318-007", "action": "escalate", "escalate_reason": "twice"}
+    run = start(acme, scripted_agent(agent_dir, [call("update_ticket", **escalation),
+                                                 {"text": "ok"}])).json()  # fmt: skip
+    [approval] = acme.get(run["links"]["approvals"]).json()
+    decided = acme.post(
+        f"/api/v1/runs/{run['id']}/approvals/{approval['call_id']}",
+        {"decision": "deny", "arguments_sha256": approval["arguments_sha256"]},
+        **{"X-Harness-User": "admin"},
+    )
+    assert decided.status_code == 200, decided.content
+
+    deliver_to_sinks()
+
+    [record] = receiver.lines
+    assert record["activity"] == "approval_denied"
+    assert record["outcome"] == "failure"
+    assert record["actor"] == {"tenant": "acme", "user": "admin"}
+    assert record["resource"]["uid"] == run["request_id"]
+    assert record["resource"]["name"] == "update_ticket"
+
+
+def test_delivery_stops_at_a_gap_in_the_ids_until_it_has_settled():
+    from datetime import timedelta
+    from types import SimpleNamespace
+
+    from django.utils import timezone
+
+    from harness.siem.sources import STREAMS, settled
+
+    now = timezone.now()
+    old, new = now - timedelta(seconds=60), now
+    settle = timedelta(seconds=30)
+
+    def ids(after: int, *rows: tuple[int, object]) -> list[int]:
+        found = [SimpleNamespace(id=i, created_at=t) for i, t in rows]
+        return [row.id for row in settled(found, after, settle, STREAMS["policy_change"])]
+
+    # Id 3 not visible yet (a transaction still open) and id 4 is young: wait at the gap.
+    assert ids(0, (1, old), (2, old), (4, new)) == [1, 2]
+    # Id 4 is older than the settle time: id 3 was rolled back, pass the gap.
+    assert ids(0, (1, old), (2, old), (4, old)) == [1, 2, 4]
+    # A gap right after the cursor counts too.
+    assert ids(5, (7, new)) == []
+    assert ids(5, (6, new), (7, new)) == [6, 7]

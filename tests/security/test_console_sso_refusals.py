@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from harness.console.oidc import ConsoleOidcBackend, SignInRefused
 from tests.support.oidc import (
     CLIENT_SECRET,
+    id_token_for_other_app,
     run_provider,
     sign_in,
     sign_in_at_provider,
@@ -155,6 +156,15 @@ def test_an_id_token_of_another_sign_in_is_refused(real_id_token):
     # The real token, replayed into a sign-in that sent another nonce.
     with pytest.raises(SignInRefused, match="Nonce"):
         ConsoleOidcBackend().verify_token(token, nonce="the-nonce-of-another-sign-in")
+
+
+def test_an_id_token_the_provider_issued_to_another_application_is_refused(sso):
+    sso.set_groups("carol", ["harness-acme-operators"])
+    # Signed by the provider's own key, for the right issuer and nonce: only not for us.
+    token = id_token_for_other_app(sso, "carol", nonce="n-0123456789")
+
+    with pytest.raises(SignInRefused, match=r"Audience doesn.t match"):
+        ConsoleOidcBackend().verify_token(token, nonce="n-0123456789")
 
 
 def test_the_same_id_token_passes_where_it_belongs(real_id_token):

@@ -24,6 +24,8 @@ import requests
 PROVIDER_DIR = Path(__file__).parent / "oidc_provider"
 CLIENT_ID = "harness-console"
 CLIENT_SECRET = "test-client-secret-0123456789abcdef"
+# Another application registered at the same provider (tests/support/oidc_provider/server.mjs).
+OTHER_CLIENT_ID, OTHER_CLIENT_SECRET = f"{CLIENT_ID}-other-app", f"{CLIENT_SECRET}-other"
 
 
 @dataclass
@@ -181,3 +183,46 @@ def start_sign_in(client, next_url: str = "/admin/") -> str:
 def sign_in(client, login: str):
     """A whole sign-in through the provider; the console's answer to the callback."""
     return client.get(sign_in_at_provider(start_sign_in(client), login))
+
+
+def id_token_for_other_app(provider: Provider, login: str, nonce: str) -> str:
+    """An ID token the provider issues to the *other* application for ``login`` (a real
+    code flow with PKCE, run here as that application would)."""
+    import base64
+    import hashlib
+    import secrets
+    from urllib.parse import parse_qs, urlencode, urlparse
+
+    metadata = requests.get(f"{provider.issuer}/.well-known/openid-configuration", timeout=10)
+    endpoints = metadata.json()
+    verifier = secrets.token_urlsafe(48)
+    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest())
+    redirect_uri = "http://testserver/oidc/callback/"
+    query = {
+        "response_type": "code",
+        "client_id": OTHER_CLIENT_ID,
+        "redirect_uri": redirect_uri,
+        "scope": "openid email profile groups",
+        "state": secrets.token_urlsafe(16),
+        "nonce": nonce,
+        "code_challenge": challenge.rstrip(b"=").decode(),
+        "code_challenge_method": "S256",
+    }
+    callback = sign_in_at_provider(
+        f"{endpoints['authorization_endpoint']}?{urlencode(query)}", login
+    )
+    code = parse_qs(urlparse(callback).query)["code"][0]
+    tokens = requests.post(
+        endpoints["token_endpoint"],
+        data={
+            "grant_type": "authorization_code",
+            "code": code,
+            "redirect_uri": redirect_uri,
+            "code_verifier": verifier,
+            "client_id": OTHER_CLIENT_ID,
+            "client_secret": OTHER_CLIENT_SECRET,
+        },
+        timeout=10,
+    )
+    tokens.raise_for_status()
+    return tokens.json()["id_token"]

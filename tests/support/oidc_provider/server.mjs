@@ -23,16 +23,23 @@ const accounts = () => JSON.parse(readFileSync(process.env.OIDC_ACCOUNTS, 'utf8'
 const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
 const jwk = { ...privateKey.export({ format: 'jwk' }), kid: 'test-key-1', use: 'sig', alg: 'RS256' };
 
+const client = (clientId, clientSecret) => ({
+  client_id: clientId,
+  client_secret: clientSecret,
+  redirect_uris: list('OIDC_REDIRECT_URIS'),
+  post_logout_redirect_uris: list('OIDC_POST_LOGOUT_REDIRECT_URIS'),
+  grant_types: ['authorization_code'],
+  response_types: ['code'],
+  token_endpoint_auth_method: 'client_secret_post',
+});
+
 const configuration = {
-  clients: [{
-    client_id: process.env.OIDC_CLIENT_ID,
-    client_secret: process.env.OIDC_CLIENT_SECRET,
-    redirect_uris: list('OIDC_REDIRECT_URIS'),
-    post_logout_redirect_uris: list('OIDC_POST_LOGOUT_REDIRECT_URIS'),
-    grant_types: ['authorization_code'],
-    response_types: ['code'],
-    token_endpoint_auth_method: 'client_secret_post',
-  }],
+  // The console's client, and another application of the same provider (whose ID tokens
+  // the console must refuse: they are not for it).
+  clients: [
+    client(process.env.OIDC_CLIENT_ID, process.env.OIDC_CLIENT_SECRET),
+    client(`${process.env.OIDC_CLIENT_ID}-other-app`, `${process.env.OIDC_CLIENT_SECRET}-other`),
+  ],
   jwks: { keys: [jwk] },
   // PKCE for every client, confidential ones too: a login without it fails at the provider.
   pkce: { required: () => true },
