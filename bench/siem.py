@@ -3,9 +3,10 @@
     .venv/bin/python bench/siem.py [--runs 40] [--steps 5] [--interval 0.5]
 
 Times ``--runs`` runs of a ``--steps``-step agent (scripted model, one tool call a step) in
-three phases: no sink; an HTTPS sink that is down (connections refused) while a delivery loop
-calls ``deliver_to_sinks`` every ``--interval`` s beside the runs, as the worker's beat would
-(back-off as configured, here at most 2 s); the same sink up (a local receiver). Prints the
+three phases, interleaved in rounds of 5 runs: no sink; an HTTPS sink that is down
+(connections refused); the same sink up (a local receiver). In every phase a delivery loop
+calls ``deliver_to_sinks`` every ``--interval`` s beside the runs, in this process (as the
+worker's beat would on a worker; back-off here at most 2 s). Prints the
 median and p90 per run and the ratios to the first phase, plus the records delivered and the
 lag left. Runs on a throw-away database (``bench_siem`` beside ``DATABASE_URL``, else SQLite).
 Asserts nothing about speed: on a shared machine absolute figures move with the load, which is
@@ -104,29 +105,36 @@ def main() -> None:
     )
 
     timed_runs("bench-siem", 3)  # warm-up: caches, prepared statements
-    settings.HARNESS_SIEM_SINKS = []
-    none = timed_runs("bench-siem", options.runs)
-    base = statistics.median(none) * 1000
-    print(line("no sink", none, None))
-
-    receiver = HttpReceiver()  # not started: connections refused
-    settings.HARNESS_SIEM_SINKS = [{"name": "down", "type": "https", "url": receiver.url}]
-    with DeliveryLoop(options.interval) as loop:
-        down = timed_runs("bench-siem", options.runs)
+    receiver = HttpReceiver()  # started for the "up" phase only: connections refused when down
+    phases = {
+        "no sink": [],
+        "HTTPS sink down": [{"name": "down", "type": "https", "url": receiver.url}],
+        "HTTPS sink up": [{"name": "up", "type": "https", "url": receiver.url}],
+    }
+    times: dict[str, list[float]] = {label: [] for label in phases}
+    delivered = dict.fromkeys(phases, 0)
+    # Interleaved rounds, so that drift of the machine's load and the database's growth
+    # falls on every phase alike.
+    per_round = 5
+    for _ in range(max(1, options.runs // per_round)):
+        for label, sinks in phases.items():
+            settings.HARNESS_SIEM_SINKS = sinks
+            if label == "HTTPS sink up":
+                receiver.start()
+            with DeliveryLoop(options.interval) as loop:
+                times[label] += timed_runs("bench-siem", per_round)
+            if label == "HTTPS sink up":
+                receiver.stop()
+            delivered[label] += loop.delivered
+    base = statistics.median(times["no sink"]) * 1000
+    for label in phases:
+        print(line(label, times[label], None if label == "no sink" else base))
     status = {s["stream"]: s for s in siem_status() if s["sink"] == "down"}
-    print(line("HTTPS sink down", down, base))
     print(
-        f"    {loop.attempts} delivery rounds, {loop.delivered} records delivered, audit lag "
-        f"{status['audit']['lag_records']} records / {status['audit']['lag_seconds']} s"
+        f"    sink down: {delivered['HTTPS sink down']} records delivered, audit lag at the end "
+        f"{status['audit']['lag_records']} records / {status['audit']['lag_seconds']} s; "
+        f"sink up: {delivered['HTTPS sink up']} records delivered"
     )
-
-    receiver.start()
-    settings.HARNESS_SIEM_SINKS = [{"name": "up", "type": "https", "url": receiver.url}]
-    with DeliveryLoop(options.interval) as loop:
-        up = timed_runs("bench-siem", options.runs)
-    print(line("HTTPS sink up", up, base))
-    print(f"    {loop.attempts} delivery rounds, {loop.delivered} records delivered")
-    receiver.stop()
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"load average now {load}")
 
