@@ -16,6 +16,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 
 from harness.console.oidc import sso_enabled
+from harness.console.site import ReadOnlyAdmin
 from harness.models import OidcIdentity
 
 
@@ -35,17 +36,11 @@ class ConsoleUserAdmin(UserAdmin):
         return [*fields, "is_superuser"] if sso_enabled() else fields
 
 
-class OidcIdentityAdmin(admin.ModelAdmin):
+class OidcIdentityAdmin(ReadOnlyAdmin):
     list_display = ["user", "subject", "issuer", "groups", "last_login_at", "created_at"]
     search_fields = ["user__username", "subject"]
     fields = list_display
     readonly_fields = list_display
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
 
 
 User = get_user_model()

@@ -7,27 +7,20 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from harness.console.site import ReadOnlyAdmin
 from harness.siem.delivery import redeliver_dead_letter
 from harness.siem.models import SecurityEvent, SiemCursor, SiemDeadLetter
 
 
-class ReadOnly(admin.ModelAdmin):
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
-
-
 @admin.register(SiemCursor)
-class SiemCursorAdmin(ReadOnly):
+class SiemCursorAdmin(ReadOnlyAdmin):
     list_display = ["sink", "stream", "position", "delivered", "lag_records", "lag_seconds",
                     "failures", "next_attempt_at", "last_delivered_at", "last_error"]  # fmt: skip
     list_filter = ["sink", "stream"]
 
 
 @admin.register(SiemDeadLetter)
-class SiemDeadLetterAdmin(ReadOnly):
+class SiemDeadLetterAdmin(ReadOnlyAdmin):
     list_display = ["created_at", "sink", "stream", "position", "error", "redelivered_at"]
     list_filter = ["sink", "stream"]
     readonly_fields = ["sink", "stream", "position", "record", "error", "created_at",
@@ -44,7 +37,7 @@ class SiemDeadLetterAdmin(ReadOnly):
 
 
 @admin.register(SecurityEvent)
-class SecurityEventAdmin(ReadOnly):
+class SecurityEventAdmin(ReadOnlyAdmin):
     list_display = ["created_at", "category", "activity", "outcome", "actor", "tenant",
                     "source_ip"]  # fmt: skip
     list_filter = ["category", "activity", "outcome"]

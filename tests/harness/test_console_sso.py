@@ -39,6 +39,12 @@ def test_a_first_sign_in_provisions_the_user_with_the_roles_of_their_groups(sso,
     assert roles_in("acme", "carol") == ["operator"]
     assert roles_in("globex", "carol") == []
     assert client.get("/admin/harness/run/").status_code == 200
+    assert client.get("/admin/harness/oidcidentity/").status_code == 403  # superusers only
+    root = get_user_model().objects.create_superuser("root", password="break-glass-pw")
+    client.force_login(root)
+    identities = client.get("/admin/harness/oidcidentity/").content.decode()
+    assert "carol" in identities
+    assert "harness-acme-operators" in identities
 
 
 def test_a_user_taken_out_of_a_group_loses_that_role_at_the_next_sign_in(sso, client):

@@ -46,6 +46,28 @@ def sink_settings(settings, *sinks: dict, secrets: dict | None = None) -> None:
     settings.HARNESS_SIEM_RETRY_MAX_S = 0.2
 
 
+def hec_sink_settings(settings, url: str) -> None:
+    """A Splunk HEC sink of the audit at ``url``, its token in the variable ``HEC``."""
+    sink = {"name": "splunk", "type": "splunk_hec", "url": url, "token_env": "HEC",
+            "streams": ["audit"]}  # fmt: skip
+    sink_settings(settings, sink, secrets={"HEC": TOKEN})
+
+
+def tls_syslog(settings, tmp_path, *, trusted: bool) -> SyslogReceiver:
+    """A syslog listener over TLS with a certificate from a test CA, and a sink of the audit
+    to it that trusts that CA (or, ``trusted=False``, another one)."""
+    ca = trustme.CA()
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(server_context)
+    ca_file = tmp_path / "ca.pem"
+    (ca if trusted else trustme.CA()).cert_pem.write_to_path(str(ca_file))
+    listener = SyslogReceiver(tls_context=server_context).start()
+    sink_settings(settings, {"name": "syslog", "type": "syslog", "host": "127.0.0.1",
+                             "port": listener.port, "tls": True, "ca_file": str(ca_file),
+                             "streams": ["audit"]})  # fmt: skip
+    return listener
+
+
 def start_runs(acme, count: int) -> None:
     for n in range(count):
         response = acme.post(
@@ -157,12 +179,7 @@ def test_security_events_are_chained(acme, settings):
 
 
 def test_splunk_hec_gets_events_with_its_token(acme, receiver, settings):
-    sink_settings(
-        settings,
-        {"name": "splunk", "type": "splunk_hec", "url": receiver.url, "token_env": "HEC",
-         "streams": ["audit"]},
-        secrets={"HEC": TOKEN},
-    )  # fmt: skip
+    hec_sink_settings(settings, receiver.url)
     start_runs(acme, 1)
 
     deliver_to_sinks()
@@ -177,15 +194,7 @@ def test_splunk_hec_gets_events_with_its_token(acme, receiver, settings):
 
 
 def test_syslog_over_tls_gets_rfc5424_messages(acme, settings, tmp_path):
-    ca = trustme.CA()
-    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("127.0.0.1").configure_cert(server_context)
-    ca_file = tmp_path / "ca.pem"
-    ca.cert_pem.write_to_path(str(ca_file))
-    listener = SyslogReceiver(tls_context=server_context).start()
-    sink_settings(settings, {"name": "syslog", "type": "syslog", "host": "127.0.0.1",
-                             "port": listener.port, "tls": True, "ca_file": str(ca_file),
-                             "streams": ["audit"]})  # fmt: skip
+    listener = tls_syslog(settings, tmp_path, trusted=True)
     try:
         start_runs(acme, 1)
         deliver_to_sinks()
@@ -206,15 +215,7 @@ def test_syslog_over_tls_gets_rfc5424_messages(acme, settings, tmp_path):
 
 
 def test_syslog_over_tls_refuses_a_listener_the_ca_did_not_sign(acme, settings, tmp_path):
-    impostor = trustme.CA()
-    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    impostor.issue_cert("127.0.0.1").configure_cert(server_context)
-    listener = SyslogReceiver(tls_context=server_context).start()
-    ca_file = tmp_path / "ca.pem"
-    trustme.CA().cert_pem.write_to_path(str(ca_file))
-    sink_settings(settings, {"name": "syslog", "type": "syslog", "host": "127.0.0.1",
-                             "port": listener.port, "tls": True, "ca_file": str(ca_file),
-                             "streams": ["audit"]})  # fmt: skip
+    listener = tls_syslog(settings, tmp_path, trusted=False)
     try:
         start_runs(acme, 1)
         [result] = deliver_to_sinks()
@@ -287,12 +288,7 @@ def test_a_record_the_sink_refuses_for_good_is_a_dead_letter_and_can_be_sent_aga
 
 def test_a_sink_token_never_reaches_the_record_or_the_error(acme, settings):
     failing = HttpReceiver(answer=lambda body: 503).start()
-    sink_settings(
-        settings,
-        {"name": "splunk", "type": "splunk_hec", "url": failing.url, "token_env": "HEC",
-         "streams": ["audit"]},
-        secrets={"HEC": TOKEN},
-    )  # fmt: skip
+    hec_sink_settings(settings, failing.url)
     try:
         start_runs(acme, 1)
         [result] = deliver_to_sinks()
