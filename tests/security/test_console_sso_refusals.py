@@ -18,6 +18,7 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from harness.console.oidc import ConsoleOidcBackend, SignInRefused
+from harness.models import SecurityEvent
 from tests.support.oidc import (
     CLIENT_SECRET,
     id_token_for_other_app,
@@ -71,6 +72,10 @@ def test_a_callback_taken_to_another_browser_is_refused(sso, client, django_user
     assert response.status_code == 403
     assert not signed_in(attacker)
     assert not django_user_model.objects.filter(username="carol").exists()
+    # Kept for the SIEM: a refused console sign-in, with why.
+    refused = SecurityEvent.objects.filter(activity="login_failed").latest("id")
+    assert (refused.outcome, refused.detail["method"]) == ("failure", "sso")
+    assert "already used" in refused.detail["reason"]
 
 
 def test_a_code_from_another_sign_in_is_refused(sso, client):
