@@ -20,3 +20,18 @@ class HarnessConfig(AppConfig):
         add_decision_guard(refuse_decisions_on_ended_runs)
         register_ended_runs(ended_request_ids)
         user_locked_out.connect(log_lockout, dispatch_uid="harness.log_console_lockout")
+        self._stream_security_events()
+
+    @staticmethod
+    def _stream_security_events() -> None:
+        """Key events and console sign-ins, kept for the SIEM (harness.siem.events)."""
+        from django.contrib.auth.signals import user_logged_in, user_logged_out, user_login_failed
+        from django.db.models.signals import post_save
+
+        from harness.models import ApiKey
+        from harness.siem import checks, events  # noqa: F401  (checks: the sinks' system check)
+
+        user_logged_in.connect(events.on_logged_in, dispatch_uid="harness.siem.login")
+        user_logged_out.connect(events.on_logged_out, dispatch_uid="harness.siem.logout")
+        user_login_failed.connect(events.on_login_failed, dispatch_uid="harness.siem.failed")
+        post_save.connect(events.on_api_key_saved, sender=ApiKey, dispatch_uid="harness.siem.key")

@@ -325,3 +325,37 @@ class StaffTenantGrant(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} may see {self.tenant}"
+
+
+class OidcIdentity(models.Model):
+    """The console user a single sign-on identity (issuer + subject) signs in as.
+
+    Created at the identity's first sign-in; a user without one is a local account, which
+    single sign-on never signs into (the break-glass superuser stays local).
+    """
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="oidc_identity"
+    )
+    issuer = models.CharField(max_length=500)
+    subject = models.CharField(max_length=255)
+    # What the last sign-in's ID token said, for the console page of the user.
+    groups = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_login_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["issuer", "subject"], name="oidc_identity_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.subject} at {self.issuer}"
+
+
+# The SIEM wing's rows (harness/siem/models.py), in this app.
+from harness.siem.models import (  # noqa: E402, F401
+    SecurityEvent,
+    SiemCursor,
+    SiemDeadLetter,
+)

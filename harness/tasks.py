@@ -3,6 +3,7 @@
 from celery import shared_task
 
 from harness import services, webhooks
+from harness.siem.delivery import deliver_to_sinks
 
 
 @shared_task(name="harness.execute_run", acks_late=True)
@@ -35,3 +36,10 @@ def deliver_webhook_task(delivery_id: str) -> None:
 def dispatch_due_webhooks_task() -> int:
     """Beat: enqueue attempts for deliveries whose retry time has come."""
     return webhooks.dispatch_due_deliveries()
+
+
+@shared_task(name="harness.deliver_siem", soft_time_limit=240)
+def deliver_siem_task() -> int:
+    """Beat: send each SIEM sink what it has not accepted yet (harness.siem.delivery); a
+    sink that is down is skipped until its back-off passes. Returns the records sent."""
+    return sum(result.records for result in deliver_to_sinks())

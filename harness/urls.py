@@ -4,6 +4,7 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from harness.console.oidc import ConsoleOidcCallbackView, ConsoleOidcLoginView
 from harness.health import healthz, readyz
 
 # The schema and its docs are public: they describe the API, they do not call it.
@@ -16,6 +17,9 @@ urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("readyz", readyz, name="readyz"),
     path("admin/", admin.site.urls),
+    # Console single sign-on (404 while HARNESS_OIDC_ISSUER is unset; docs/identity.md).
+    path("oidc/authenticate/", ConsoleOidcLoginView.as_view(), name="oidc_authentication_init"),
+    path("oidc/callback/", ConsoleOidcCallbackView.as_view(), name="oidc_authentication_callback"),
     path("api/v1/schema", SpectacularAPIView.as_view(**PUBLIC), name="api-schema"),
     path(
         "api/v1/docs",

@@ -176,6 +176,16 @@ def list_changes(tenant: str, limit: int = 100) -> list[PolicyChange]:
     return list(PolicyChange.objects.filter(tenant=tenant)[:limit])
 
 
+def list_changes_after(after_id: int, limit: int) -> list[PolicyChange]:
+    """Every tenant's policy edits by insertion (``id``) after ``after_id``, for readers that
+    keep their own cursor (the SIEM delivery)."""
+    return list(PolicyChange.objects.filter(id__gt=after_id).order_by("id")[:limit])
+
+
+def count_changes_after(after_id: int) -> int:
+    return PolicyChange.objects.filter(id__gt=after_id).count()
+
+
 def describe_line(ptype: str, values: list[str]) -> dict[str, str]:
     if ptype == "p":
         subject, _tenant, obj, act, effect = (values + [""] * 5)[:5]

@@ -14,6 +14,9 @@ from django.test import Client
 from harness.demo import load_demo
 from harness.services import create_api_key
 
+# The console's single sign-on fixtures (a real OpenID Provider): oidc_provider, sso.
+pytest_plugins = ["tests.support.oidc"]
+
 
 def describe_tier() -> str:
     engine = settings.DATABASES["default"]["ENGINE"]

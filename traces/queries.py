@@ -118,3 +118,23 @@ def list_problem_spans(
     return list(
         spans.order_by("-started_at").values("kind", "name", "status", "attributes")[:limit]
     )
+
+
+def list_audit_records_after(after_id: int, limit: int) -> list[AuditRecord]:
+    """Audit records by insertion (``id``) after ``after_id``: what a reader that keeps its
+    own cursor (the SIEM delivery) has not read yet. Stored, masked, rows."""
+    return list(AuditRecord.objects.filter(id__gt=after_id).order_by("id")[:limit])
+
+
+def list_spans_after(after_id: int, limit: int) -> list[Span]:
+    """Spans by insertion (``id``) after ``after_id`` (every kind: a reader filters, so that
+    its cursor sees every id and can tell a gap from a filtered row)."""
+    return list(Span.objects.filter(id__gt=after_id).order_by("id")[:limit])
+
+
+def count_audit_records_after(after_id: int) -> int:
+    return AuditRecord.objects.filter(id__gt=after_id).count()
+
+
+def count_spans_after(after_id: int, kind: str) -> int:
+    return Span.objects.filter(id__gt=after_id, kind=kind).count()

@@ -26,9 +26,10 @@ from django.contrib import admin
 from django.core import checks
 from django.core.exceptions import FieldDoesNotExist, PermissionDenied, ValidationError
 from django.db.models import Model, Q, QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
 from harness.console.home import home_context
+from harness.console.oidc import provider_logout_url, sso_enabled
 from harness.console.reads import granted_tenant_slugs
 
 GLOBAL = ""  # tenant_lookup of models that belong to no tenant: superusers only
@@ -150,6 +151,16 @@ class TenantScopedAdmin(admin.ModelAdmin):
         return errors
 
 
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """A record to read, never added or edited from the console."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
 def _tenant_field_of(data: dict[str, Any]) -> Any:
     return data.get("tenant")
 
@@ -179,6 +190,22 @@ class HarnessAdminSite(admin.AdminSite):
 
     def index(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> Any:
         return super().index(request, (extra_context or {}) | home_context(request.user))
+
+    login_template = "admin/harness/login.html"
+
+    def login(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> Any:
+        """The sign-in page; with single sign-on on it leads there first."""
+        return super().login(request, {**(extra_context or {}), "sso_enabled": sso_enabled()})
+
+    def logout(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> Any:
+        """Ends the console session; after a single sign-on, the provider's session too."""
+        id_token = request.session.get("oidc_id_token")
+        response = super().logout(request, extra_context)
+        if id_token and sso_enabled() and request.method == "POST":
+            url = provider_logout_url(request, id_token)
+            if url:
+                return HttpResponseRedirect(url)
+        return response
 
     def register(
         self,

@@ -16,6 +16,7 @@ from harness.settings.env import (
     derive_key,
     env_bool,
     env_float,
+    env_group_map,
     env_int,
     env_int_list,
     env_int_or_off,
@@ -128,6 +129,34 @@ AXES_ENABLE_ACCESS_FAILURE_LOG = True  # every failed sign-in, kept: the audit o
 AXES_LOCKOUT_CALLABLE = "harness.console.login.lockout_response"
 AXES_ENABLE_ADMIN = False  # harness/admin.py registers read-only pages of its own
 AXES_VERBOSE = False  # no banner on every start-up and management command
+
+# --- Console single sign-on (OpenID Connect; docs/identity.md) -----------------------------
+# On when an issuer is set: the console signs in through the provider (authorization code
+# flow with PKCE and a nonce), users are provisioned at their first sign-in and their roles
+# re-synced from the ID token's groups at every one; passwords sign in superusers only (the
+# break-glass account, made with `manage.py createsuperuser`).
+HARNESS_OIDC_ISSUER = env_str("HARNESS_OIDC_ISSUER").rstrip("/")
+HARNESS_OIDC_CLIENT_ID = env_str("HARNESS_OIDC_CLIENT_ID")
+HARNESS_OIDC_CLIENT_SECRET = env_str("HARNESS_OIDC_CLIENT_SECRET")  # or _FILE
+HARNESS_OIDC_SCOPES = env_str("HARNESS_OIDC_SCOPES", "openid email profile groups")
+HARNESS_OIDC_GROUPS_CLAIM = env_str("HARNESS_OIDC_GROUPS_CLAIM", "groups")
+HARNESS_OIDC_USERNAME_CLAIM = env_str("HARNESS_OIDC_USERNAME_CLAIM", "preferred_username")
+HARNESS_OIDC_SIGN_ALGO = env_str("HARNESS_OIDC_SIGN_ALGO", "RS256")
+HARNESS_OIDC_TIMEOUT_S = env_float("HARNESS_OIDC_TIMEOUT_S", 10.0, minimum=0.1)
+HARNESS_OIDC_LEEWAY_S = env_int("HARNESS_OIDC_LEEWAY_S", 30, minimum=0)
+# IdP group -> [tenant, console role] (or a list of such pairs).
+HARNESS_OIDC_GROUP_MAP = env_group_map("HARNESS_OIDC_GROUP_MAP")
+if HARNESS_OIDC_ISSUER:
+    if not (HARNESS_OIDC_CLIENT_ID and HARNESS_OIDC_CLIENT_SECRET):
+        raise ImproperlyConfigured(
+            "HARNESS_OIDC_ISSUER is set: HARNESS_OIDC_CLIENT_ID and HARNESS_OIDC_CLIENT_SECRET "
+            "(or HARNESS_OIDC_CLIENT_SECRET_FILE) are needed too"
+        )
+    AUTHENTICATION_BACKENDS = [
+        "harness.console.login.ConsoleLoginBackend",
+        "harness.console.oidc.ConsoleOidcBackend",
+        "harness.console.oidc.BreakGlassPasswordBackend",  # passwords: superusers only
+    ]
 
 ROOT_URLCONF = "harness.urls"
 WSGI_APPLICATION = "harness.wsgi.application"
@@ -420,6 +449,25 @@ HARNESS_BUDGET_ALERT_THRESHOLDS = tuple(
 HARNESS_APPROVAL_TTL_S = env_int("HARNESS_APPROVAL_TTL_S", 86_400, minimum=1)
 # Live event streams (GET /runs/{id}/events) a tenant may hold open at once, all processes.
 HARNESS_EVENT_STREAMS_PER_TENANT = env_int("HARNESS_EVENT_STREAMS_PER_TENANT", 50, minimum=1)
+# --- Audit streamed to SIEMs (docs/siem.md) -------------------------------------------------
+# Sinks: a JSON list of {"name", "type": "https"|"splunk_hec"|"syslog", …}; a sink's token is
+# read from the variable its "token_env" names (or that variable's _FILE).
+HARNESS_SIEM_SINKS = env_json("HARNESS_SIEM_SINKS", [])
+HARNESS_SIEM_SECRETS = {
+    str(sink["token_env"]): env_str(str(sink["token_env"]))
+    for sink in (HARNESS_SIEM_SINKS if isinstance(HARNESS_SIEM_SINKS, list) else [])
+    if isinstance(sink, dict) and sink.get("token_env")
+}
+HARNESS_SIEM_INTERVAL_S = env_float("HARNESS_SIEM_INTERVAL_S", 5.0, minimum=0.5)
+# A gap in a table's ids younger than this is waited for (a transaction still open).
+HARNESS_SIEM_SETTLE_S = env_float("HARNESS_SIEM_SETTLE_S", 30.0, minimum=0)
+HARNESS_SIEM_RETRY_BASE_S = env_float("HARNESS_SIEM_RETRY_BASE_S", 2.0, minimum=0.1)
+HARNESS_SIEM_RETRY_MAX_S = env_float("HARNESS_SIEM_RETRY_MAX_S", 300.0, minimum=0.1)
+CELERY_BEAT_SCHEDULE["deliver-siem"] = {
+    "task": "harness.deliver_siem",
+    "schedule": HARNESS_SIEM_INTERVAL_S,
+}
+
 CELERY_BEAT_SCHEDULE["expire-approvals"] = {
     "task": "policy.expire_approvals",
     "schedule": env_float("HARNESS_SWEEP_INTERVAL_S", 15.0, minimum=0.5),

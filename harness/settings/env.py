@@ -167,3 +167,29 @@ def env_prefixed(prefix: str) -> dict[str, str]:
         key[len(prefix) :].removesuffix("_FILE") for key in os.environ if key.startswith(prefix)
     }
     return {name: env_str(prefix + name) for name in sorted(names) if name}
+
+
+def env_group_map(name: str) -> dict[str, list[tuple[str, str]]]:
+    """Identity-provider groups mapped to console roles per tenant: a JSON object whose values
+    are a ``[tenant, role]`` pair or a list of them, e.g.
+    ``{"harness-acme-operators": ["acme", "operator"]}``. Returned as group -> pairs."""
+    raw = env_json(name, {})
+    if not isinstance(raw, dict):
+        raise ImproperlyConfigured(f"{name} must be a JSON object of group -> [tenant, role]")
+    mapped: dict[str, list[tuple[str, str]]] = {}
+    for group, value in raw.items():
+        pairs = (
+            value if isinstance(value, list) and value and isinstance(value[0], list) else [value]
+        )
+        for pair in pairs:
+            if not (
+                isinstance(pair, list)
+                and len(pair) == 2
+                and all(isinstance(part, str) and part.strip() for part in pair)
+            ):
+                raise ImproperlyConfigured(
+                    f"{name}: the group {group!r} maps to {value!r}; use [tenant, role] "
+                    'or a list of them, e.g. {"harness-acme-operators": ["acme", "operator"]}'
+                )
+            mapped.setdefault(group, []).append((pair[0].strip(), pair[1].strip()))
+    return mapped
