@@ -27,7 +27,9 @@ from harness.queries import access_run_by_id, list_runs
 from harness.replay import replay_run, what_if
 from harness.services import RunRequest, cancel_run, decide_tool_call, start_run
 from harness.webhooks import UnsafeCallbackUrl
+from policy import key_scopes as scope
 from policy import services as policy
+from policy.api.permissions import key_scopes
 from policy.api.serializers import WhatIfSerializer
 from policy.api.views import RuleConflict
 from policy.errors import InvalidRule
@@ -51,6 +53,8 @@ MAX_IDEMPOTENCY_KEY_LENGTH = 200
 
 
 class RunListView(APIView):
+    permission_classes = [key_scopes(get=scope.RUNS_READ, post=scope.RUNS_CREATE)]
+
     @extend_schema(
         request=RunCreateSerializer,
         responses={200: RunSerializer, 202: RunSerializer},
@@ -116,6 +120,8 @@ class RunListView(APIView):
 
 
 class RunDetailView(APIView):
+    permission_classes = [key_scopes(get=scope.RUNS_READ)]
+
     @extend_schema(responses=RunSerializer)
     def get(self, request: Request, run_id: str) -> Response:
         run = access_run_by_id(request.user.tenant, run_id)
@@ -123,6 +129,8 @@ class RunDetailView(APIView):
 
 
 class RunCancelView(APIView):
+    permission_classes = [key_scopes(post=scope.RUNS_CANCEL)]
+
     @extend_schema(request=None, responses={200: RunSerializer, 202: RunSerializer})
     def post(self, request: Request, run_id: str) -> Response:
         """Cancel a run: at once if it is queued or waiting, else between its steps (202)."""
@@ -132,6 +140,8 @@ class RunCancelView(APIView):
 
 
 class RunTraceView(APIView):
+    permission_classes = [key_scopes(get=scope.RUNS_READ)]
+
     @extend_schema(responses=TraceSerializer)
     def get(self, request: Request, run_id: str) -> Response:
         """The run's spans in order, each with its audit records."""
@@ -140,6 +150,8 @@ class RunTraceView(APIView):
 
 
 class RunApprovalListView(APIView):
+    permission_classes = [key_scopes(get=scope.RUNS_READ)]
+
     @extend_schema(responses=ApprovalSerializer(many=True))
     def get(self, request: Request, run_id: str) -> Response:
         """The run's calls held for approval (and decided ones), with exact arguments."""
@@ -149,6 +161,8 @@ class RunApprovalListView(APIView):
 
 
 class RunApprovalDecisionView(APIView):
+    permission_classes = [key_scopes(post=scope.APPROVALS_DECIDE)]
+
     @extend_schema(
         request=PolymorphicProxySerializer(
             component_name="ApprovalDecision",
@@ -178,6 +192,8 @@ class RunApprovalDecisionView(APIView):
 
 
 class RunReplayView(APIView):
+    permission_classes = [key_scopes(post=scope.RUNS_READ)]
+
     @extend_schema(request=None, responses={200: dict})
     def post(self, request: Request, run_id: str) -> Response:
         """Re-decide the run's recorded tool calls under today's code and policy, from its
@@ -188,6 +204,8 @@ class RunReplayView(APIView):
 
 
 class PolicyWhatIfView(APIView):
+    permission_classes = [key_scopes(post=scope.POLICY_READ)]
+
     @extend_schema(
         request=WhatIfSerializer, responses={200: dict}, parameters=[ACTING_USER_PARAMETER]
     )
