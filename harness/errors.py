@@ -15,6 +15,7 @@ class ErrorCode(StrEnum):
     API_KEY_EXPIRED = "api_key_expired"
     API_KEY_NOT_FOUND = "api_key_not_found"
     UNKNOWN_KEY_SCOPE = "unknown_key_scope"
+    RECEIPT_UNAVAILABLE = "receipt_unavailable"
     PERMISSION_DENIED = "permission_denied"
     NOT_FOUND = "not_found"
     UNKNOWN_AGENT = "unknown_agent"
@@ -163,3 +164,13 @@ class IdempotencyKeyReused(HarnessError):
             "key for a different request.",
             {"idempotency_key": key, "run_id": run_id},
         )
+
+
+class ReceiptUnavailable(HarnessError):
+    """A receipt is issued for an ended run only (its chain is closed)."""
+
+    code = ErrorCode.RECEIPT_UNAVAILABLE
+    http_status = 409
+
+    def __init__(self, run_id: str, reason: str) -> None:
+        super().__init__(f"No receipt for run {run_id}: {reason}.", {"run_id": run_id})

@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from harness.api.views import ReceiptKeysView
 from harness.health import healthz, readyz
 
 # The schema and its docs are public: they describe the API, they do not call it.
@@ -11,6 +12,11 @@ urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("readyz", readyz, name="readyz"),
     path("admin/", admin.site.urls),
+    path(
+        ".well-known/harness-receipt-keys",
+        ReceiptKeysView.as_view(),
+        name="receipt-keys",
+    ),
     path("api/v1/schema", SpectacularAPIView.as_view(**PUBLIC), name="api-schema"),
     path(
         "api/v1/docs",

@@ -106,7 +106,7 @@ DESCRIPTIONS = {
     "403": "The API key lacks the scope this operation needs (`key_scope_missing`, the scope in "
     "`details.scope`), or the acting user (X-Harness-User) may not do this.",
     "404": "No such resource for this tenant.",
-    "409": "The resource's state does not allow it.",
+    "409": "The resource's state does not allow it (e.g. a receipt of a run still going).",
     "413": "The request body is too large.",
     "415": "The body is not application/json.",
     "422": "Well formed, but refused for its meaning: an Idempotency-Key used for another "
@@ -127,6 +127,7 @@ EXTRA_STATUSES: dict[tuple[str, str], tuple[str, ...]] = {
     ("post", "/api/v1/runs/{run_id}/cancel"): ("409",),
     ("post", "/api/v1/runs/{run_id}/approvals/{call_id}"): ("409",),
     ("post", "/api/v1/runs/{run_id}/replay"): ("409",),
+    ("get", "/api/v1/runs/{run_id}/receipt"): ("409",),
     ("post", "/api/v1/policies/what-if"): ("404", "409", "422"),
     ("post", "/api/v1/policies/rules"): ("404", "409", "422"),
     ("patch", "/api/v1/policies/rules/{name}"): ("409",),

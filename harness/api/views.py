@@ -24,6 +24,8 @@ from harness.api.serializers import (
 )
 from harness.errors import HarnessError
 from harness.queries import access_run_by_id, list_runs
+from harness.receipts.document import issue_receipt
+from harness.receipts.signing import published_keys
 from harness.replay import replay_run, what_if
 from harness.services import RunRequest, cancel_run, decide_tool_call, start_run
 from harness.webhooks import UnsafeCallbackUrl
@@ -147,6 +149,29 @@ class RunTraceView(APIView):
         """The run's spans in order, each with its audit records."""
         run = access_run_by_id(request.user.tenant, run_id)
         return Response(TraceSerializer(get_trace(run.request_id)).data)
+
+
+class RunReceiptView(APIView):
+    permission_classes = [key_scopes(get=scope.RUNS_READ)]
+
+    @extend_schema(responses={200: dict})
+    def get(self, request: Request, run_id: str) -> Response:
+        """The ended run's receipt, signed (Ed25519, key ids at
+        /.well-known/harness-receipt-keys): its chain head and tenant link, every tool call's
+        decisions, approvals, digests of inputs, results and answer, outcome and model routes.
+        Verify it offline with scripts/harness_verify.py (docs/evidence.md)."""
+        return Response(issue_receipt(access_run_by_id(request.user.tenant, run_id)))
+
+
+class ReceiptKeysView(APIView):
+    """Public: the receipts' verification keys, a JWK set (current and retired keys)."""
+
+    authentication_classes: list[type] = []
+    permission_classes: list[type] = []
+
+    @extend_schema(responses={200: dict}, auth=[])
+    def get(self, request: Request) -> Response:
+        return Response(published_keys())
 
 
 class RunApprovalListView(APIView):

@@ -30,6 +30,7 @@ ENDPOINTS = [
     ("post", f"/api/v1/runs/{RUN}/cancel", "runs:cancel"),
     ("get", f"/api/v1/runs/{RUN}/events", "runs:read"),
     ("get", f"/api/v1/runs/{RUN}/trace", "runs:read"),
+    ("get", f"/api/v1/runs/{RUN}/receipt", "runs:read"),
     ("post", f"/api/v1/runs/{RUN}/replay", "runs:read"),
     ("get", f"/api/v1/runs/{RUN}/approvals", "runs:read"),
     ("post", f"/api/v1/runs/{RUN}/approvals/call_1", "approvals:decide"),
