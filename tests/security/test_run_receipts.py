@@ -325,3 +325,21 @@ def test_the_verifiers_own_jcs_is_rfc_8785(value):
     """The script cannot import the library the server signs with: its canonical form must be
     the library's byte for byte (numbers in ECMAScript form, keys in UTF-16 order)."""
     assert verifier.jcs(value) == rfc8785.dumps(value)
+
+
+@pytest.mark.parametrize(
+    ("key", "fault"),
+    [
+        ("not a key", "holds no PEM block"),
+        (_public_pem(Ed25519PrivateKey.generate()), "first PEM block must be the Ed25519 private"),
+        ("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----", "block 1 cannot be read"),
+    ],
+)
+def test_a_bad_signing_key_stops_start_up_naming_the_variable(settings, key, fault):
+    from harness.checks import check_receipt_signing_key
+
+    settings.HARNESS_RECEIPT_SIGNING_KEY = key
+    [error] = check_receipt_signing_key(None)
+    assert error.id == "harness.E004"
+    assert "HARNESS_RECEIPT_SIGNING_KEY" in error.msg
+    assert fault in error.msg
