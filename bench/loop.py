@@ -345,7 +345,7 @@ def _quarter_ratio(ticks: list[float]) -> float | None:
 
 
 def _api_key(tenant: str) -> str:
-    from harness.services import create_api_key
+    from harness.api_keys import create_api_key
 
     return create_api_key(tenant, "bench", replace=True).secret
 

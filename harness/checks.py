@@ -1,11 +1,14 @@
-"""System checks: agent files load, and every tool an agent names exists."""
+"""System checks: agent files load, every tool an agent names exists, the receipt key reads."""
 
+from django.conf import settings
 from django.core import checks
+from django.core.exceptions import ImproperlyConfigured
 
 from gateway.errors import GatewayError
 from gateway.services import parse_route
 from harness.agent_registry import list_agents
 from harness.errors import InvalidAgentFile
+from harness.receipts.signing import receipt_keys
 from tools.errors import ToolFilesInvalid
 from tools.services import get_tool_registry
 
@@ -39,3 +42,15 @@ def check_agent_files(app_configs, **kwargs) -> list[checks.CheckMessage]:
             except GatewayError as exc:
                 messages.append(checks.Error(exc.message, obj=agent.path, id="harness.E003"))
     return messages
+
+
+@checks.register("harness")
+def check_receipt_signing_key(app_configs, **kwargs) -> list[checks.CheckMessage]:
+    """A bad ``HARNESS_RECEIPT_SIGNING_KEY`` stops start-up, not the first receipt request."""
+    if not settings.HARNESS_RECEIPT_SIGNING_KEY:
+        return []  # the development key is generated when first needed
+    try:
+        receipt_keys()
+    except ImproperlyConfigured as exc:
+        return [checks.Error(str(exc), id="harness.E004")]
+    return []

@@ -17,8 +17,8 @@ from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 from django.utils import timezone
 
+from harness.api_keys import authenticate_api_key, create_api_key
 from harness.models import Tenant
-from harness.services import authenticate_api_key, create_api_key
 from policy import services as policy
 from tools.demo.models import Customer, SupportQueue, Ticket
 from traces.sealing import seal, unseal

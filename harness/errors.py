@@ -1,5 +1,6 @@
 """Typed errors of the run API. Each carries a stable code, an HTTP status and details."""
 
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
@@ -11,6 +12,10 @@ class ErrorCode(StrEnum):
     INVALID_REQUEST = "invalid_request"
     UNAUTHENTICATED = "unauthenticated"
     INVALID_API_KEY = "invalid_api_key"
+    API_KEY_EXPIRED = "api_key_expired"
+    API_KEY_NOT_FOUND = "api_key_not_found"
+    UNKNOWN_KEY_SCOPE = "unknown_key_scope"
+    RECEIPT_UNAVAILABLE = "receipt_unavailable"
     PERMISSION_DENIED = "permission_denied"
     NOT_FOUND = "not_found"
     UNKNOWN_AGENT = "unknown_agent"
@@ -37,6 +42,42 @@ class HarnessError(Exception):
         super().__init__(message)
         self.message = message
         self.details = details or {}
+
+
+class ApiKeyExpired(HarnessError):
+    """The key's secret is right but it expired (or its rotation's grace period ended)."""
+
+    code = ErrorCode.API_KEY_EXPIRED
+    http_status = 401
+
+    def __init__(self, prefix: str, expired_at: datetime) -> None:
+        super().__init__(
+            f"The API key {prefix}… expired at {expired_at.isoformat()}; use its replacement "
+            "or ask for a new key.",
+            {"key_prefix": prefix, "expired_at": expired_at.isoformat()},
+        )
+        self.headers = {"WWW-Authenticate": 'Bearer realm="harness", error="invalid_token"'}
+
+
+class ApiKeyNotFound(HarnessError):
+    code = ErrorCode.API_KEY_NOT_FOUND
+    http_status = 404
+
+    def __init__(self, tenant: str, name: str) -> None:
+        super().__init__(
+            f"Tenant {tenant!r} has no live API key named {name!r}.",
+            {"tenant": tenant, "name": name},
+        )
+
+
+class UnknownKeyScope(HarnessError):
+    code = ErrorCode.UNKNOWN_KEY_SCOPE
+
+    def __init__(self, unknown: list[str], known: list[str]) -> None:
+        super().__init__(
+            f"Unknown API key scope(s) {', '.join(unknown)}; known: {', '.join(known)}.",
+            {"unknown": unknown, "known": known},
+        )
 
 
 class UnknownAgent(HarnessError):
@@ -123,3 +164,13 @@ class IdempotencyKeyReused(HarnessError):
             "key for a different request.",
             {"idempotency_key": key, "run_id": run_id},
         )
+
+
+class ReceiptUnavailable(HarnessError):
+    """A receipt is issued for an ended run only (its chain is closed)."""
+
+    code = ErrorCode.RECEIPT_UNAVAILABLE
+    http_status = 409
+
+    def __init__(self, run_id: str, reason: str) -> None:
+        super().__init__(f"No receipt for run {run_id}: {reason}.", {"run_id": run_id})

@@ -31,15 +31,27 @@ class Tenant(models.Model):
 
 
 class ApiKey(models.Model):
-    """A tenant's client credential. Only a SHA-256 digest of the secret is stored."""
+    """A tenant's client credential. Only a SHA-256 digest of the secret is stored.
+
+    ``scopes``: the key scopes (``policy.key_scopes``) its client may call; ``expires_at``:
+    when it stops authenticating (none: never); ``replaced_by``: the key a rotation issued in
+    its place."""
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="api_keys")
     name = models.CharField(max_length=100)
+    owner = models.CharField(
+        max_length=200, blank=True, default="", help_text="Who answers for the key."
+    )
     prefix = models.CharField(max_length=16, unique=True)
     key_hash = models.CharField(max_length=64)
+    scopes = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    replaced_by = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="replaces"
+    )
 
     class Meta:
         ordering = ["tenant", "name"]

@@ -1,4 +1,4 @@
-"""State changes of the run API: tenants' keys, starting and executing runs."""
+"""State changes of the run API: starting and executing runs (keys: ``harness.api_keys``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import functools
 import hashlib
 import hmac
 import json
-import secrets
 import threading
 import uuid
 from collections.abc import Iterable
@@ -17,11 +16,16 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from harness import webhooks
 from harness.agent_registry import AgentSpec, get_agent
+from harness.api_keys import (  # noqa: F401 (re-exported: callers import keys from here)
+    API_KEY_PREFIX,
+    IssuedKey,
+    authenticate_api_key,
+    create_api_key,
+)
 from harness.dispatch import enqueue_run
 from harness.driver_threads import DriverThreads
 from harness.engine import state
@@ -32,79 +36,12 @@ from harness.errors import (
     SessionBusy,
     SessionMismatch,
     SessionNotFound,
-    UnknownTenant,
 )
 from harness.events import EventType, emit, emit_first
-from harness.models import TERMINAL_STATUSES, ApiKey, Run, RunMode, Session, Tenant
+from harness.models import TERMINAL_STATUSES, Run, RunMode, Session, Tenant
 from harness.spend_estimates import run_estimate
 from policy import services as policy
 from traces.services import finalize_run, fingerprint_search_keys, mask_for_storage, seal
-
-API_KEY_PREFIX = "hk_"
-
-
-@dataclass(frozen=True)
-class IssuedKey:
-    api_key: ApiKey
-    secret: str
-
-
-def create_api_key(tenant_slug: str, name: str, replace: bool = False) -> IssuedKey:
-    """Issue a key for a tenant. Only its digest is stored; the secret is shown once.
-
-    With ``replace``, earlier live keys of the same name are revoked.
-    """
-    tenant = Tenant.objects.filter(slug=tenant_slug).first()
-    if tenant is None:
-        raise UnknownTenant(tenant_slug)
-    prefix = secrets.token_hex(6)
-    secret = f"{API_KEY_PREFIX}{prefix}_{secrets.token_urlsafe(32)}"
-    with transaction.atomic():
-        if replace:
-            tenant.api_keys.filter(name=name, revoked_at__isnull=True).update(
-                revoked_at=timezone.now()
-            )
-        api_key = ApiKey.objects.create(
-            tenant=tenant, name=name, prefix=prefix, key_hash=_digest(secret)
-        )
-    return IssuedKey(api_key=api_key, secret=secret)
-
-
-def authenticate_api_key(secret: str) -> ApiKey | None:
-    """The live key matching ``secret``, or None. Constant-time comparison of digests."""
-    if not secret.startswith(API_KEY_PREFIX):
-        return None
-    prefix = secret[len(API_KEY_PREFIX) :].split("_", 1)[0]
-    api_key = (
-        ApiKey.objects.select_related("tenant")
-        .filter(prefix=prefix, revoked_at__isnull=True)
-        .first()
-    )
-    if api_key is None or not hmac.compare_digest(api_key.key_hash, _digest(secret)):
-        return None
-    _touch(api_key)
-    return api_key
-
-
-LAST_USED_RESOLUTION = timedelta(minutes=1)
-
-
-def _touch(api_key: ApiKey) -> None:
-    """Record when the key was last used, at most once a minute (a conditional UPDATE only
-    when the value read is older: most requests write nothing)."""
-    now = timezone.now()
-    stale = now - LAST_USED_RESOLUTION
-    if api_key.last_used_at is not None and api_key.last_used_at > stale:
-        return
-    ApiKey.objects.filter(pk=api_key.pk).filter(
-        Q(last_used_at__isnull=True) | Q(last_used_at__lte=stale)
-    ).update(last_used_at=now)
-    api_key.last_used_at = now
-
-
-def _digest(secret: str) -> str:
-    # Keys carry 256 bits of randomness, so a fast hash is enough (no password stretching).
-    return hashlib.sha256(secret.encode()).hexdigest()
 
 
 @dataclass(frozen=True)

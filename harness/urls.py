@@ -4,6 +4,7 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from harness.api.views import ReceiptKeysView
 from harness.console.oidc import ConsoleOidcCallbackView, ConsoleOidcLoginView
 from harness.health import healthz, readyz
 
@@ -20,6 +21,11 @@ urlpatterns = [
     # Console single sign-on (404 while HARNESS_OIDC_ISSUER is unset; docs/identity.md).
     path("oidc/authenticate/", ConsoleOidcLoginView.as_view(), name="oidc_authentication_init"),
     path("oidc/callback/", ConsoleOidcCallbackView.as_view(), name="oidc_authentication_callback"),
+    path(
+        ".well-known/harness-receipt-keys",
+        ReceiptKeysView.as_view(),
+        name="receipt-keys",
+    ),
     path("api/v1/schema", SpectacularAPIView.as_view(**PUBLIC), name="api-schema"),
     path(
         "api/v1/docs",

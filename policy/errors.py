@@ -24,6 +24,8 @@ class PolicyErrorCode(StrEnum):
     APPROVER_IS_END_USER = "approver_is_end_user"
     RUN_NOT_AWAITING_APPROVAL = "run_not_awaiting_approval"
     TOO_MANY_EVENT_STREAMS = "too_many_event_streams"
+    KEY_SCOPE_MISSING = "key_scope_missing"
+    KEY_SCOPE_UNDECLARED = "key_scope_undeclared"
 
 
 class PolicyError(Exception):
@@ -136,3 +138,30 @@ class RunNotAwaitingApproval(PolicyError):
 
     code = PolicyErrorCode.RUN_NOT_AWAITING_APPROVAL
     http_status = 409
+
+
+class KeyScopeMissing(PolicyError):
+    """The API key was not given the scope this operation needs (whoever it acts for)."""
+
+    code = PolicyErrorCode.KEY_SCOPE_MISSING
+    http_status = 403
+
+    def __init__(self, scope: str, method: str, key_scopes: list[str]) -> None:
+        super().__init__(
+            f"This API key lacks the scope {scope!r} that {method} here needs; issue a key "
+            "with it (manage.py create_api_key --scope …).",
+            {"scope": scope, "key_scopes": sorted(key_scopes)},
+        )
+
+
+class KeyScopeUndeclared(PolicyError):
+    """A view method that declares no key scope is refused to every key (fail closed)."""
+
+    code = PolicyErrorCode.KEY_SCOPE_UNDECLARED
+    http_status = 403
+
+    def __init__(self, method: str, view: str) -> None:
+        super().__init__(
+            f"{method} on {view} declares no API key scope, so no key may call it.",
+            {"method": method, "view": view},
+        )

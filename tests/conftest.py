@@ -11,8 +11,8 @@ import pytest
 from django.conf import settings
 from django.test import Client
 
+from harness.api_keys import create_api_key
 from harness.demo import load_demo
-from harness.services import create_api_key
 
 # The console's single sign-on fixtures (a real OpenID Provider): oidc_provider, sso.
 pytest_plugins = ["tests.support.oidc"]

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from harness.api_keys import IssuedKey, create_api_key
 from harness.models import Tenant
-from harness.services import IssuedKey, create_api_key
 
 _counter = itertools.count(1)
 

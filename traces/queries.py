@@ -11,7 +11,7 @@ from traces.keys import fingerprint_search_keys
 from traces.masking import FINGERPRINTED_KINDS, fingerprint
 from traces.masking.kinds import search_forms
 from traces.masking.plugins import configured_detectors, searchable_kinds, tenant_detectors
-from traces.models import AuditRecord, Fingerprint, Span, SpanKind, SpanStatus
+from traces.models import AuditRecord, AuditRunLink, Fingerprint, Span, SpanKind, SpanStatus
 from traces.recorder import rebuild_model_requests
 
 
@@ -21,17 +21,28 @@ def list_spans(request_id: str) -> list[Span]:
 
 def get_trace(request_id: str) -> dict[str, Any]:
     """The whole trace of a run: spans in order and the audit records of each span (each
-    model request with the full context it sent, rebuilt from the append-only records)."""
+    model request with the full context it sent, rebuilt from the append-only records).
+
+    Each record carries its place in the run's chain (``sequence``, ``prev_hash``, ``hash``);
+    a rebuilt model request also its payload as recorded and hashed (``recorded_payload``), so
+    the exported trace can be checked against the chain (``scripts/harness_verify.py``)."""
     records = [
         {
             "span_id": record.span_id,
+            "sequence": record.sequence,
             "kind": record.kind,
             "payload": record.payload,
             "created_at": record.created_at,
+            "prev_hash": record.prev_hash,
+            "hash": record.hash,
         }
-        for record in AuditRecord.objects.filter(request_id=request_id).order_by("sequence", "id")
+        for record in list_audit_records(request_id)
     ]
+    recorded = [record["payload"] for record in records]
     rebuild_model_requests(records)
+    for record, payload in zip(records, recorded, strict=True):
+        if record["payload"] is not payload:
+            record["recorded_payload"] = payload
     audit_by_span: dict[str, list[dict[str, Any]]] = {}
     for record in records:
         span_id = record.pop("span_id")
@@ -55,6 +66,19 @@ def get_trace(request_id: str) -> dict[str, Any]:
             for span in list_spans(request_id)
         ],
     }
+
+
+def list_audit_records(request_id: str) -> list[AuditRecord]:
+    """The run's audit records in chain order, as stored (model requests append-only)."""
+    return list(AuditRecord.objects.filter(request_id=request_id).order_by("sequence", "id"))
+
+
+def get_run_link(request_id: str) -> AuditRunLink | None:
+    """The link of the run's chain into its tenant's: the final one if the run ended, else
+    the latest (a run paused for approval); None if never linked."""
+    return (
+        AuditRunLink.objects.filter(request_id=request_id).order_by("-final", "-sequence").first()
+    )
 
 
 def identifier_digests(value: str, tenant: str | None = None) -> dict[str, str]:

@@ -24,6 +24,8 @@ from experiments.api.serializers import (
 )
 from harness.api.schema import DESCRIPTIONS, ErrorSerializer
 from policy import services as policy
+from policy.api.permissions import key_scopes
+from policy.key_scopes import DATASETS, EXPERIMENTS
 
 ACTING_USER_HEADER = "X-Harness-User"
 
@@ -65,6 +67,8 @@ def _valid(serializer_class: Any, data: Any) -> dict[str, Any]:
 
 
 class DatasetListView(APIView):
+    permission_classes = [key_scopes(get=DATASETS, post=DATASETS)]
+
     @extend_schema(operation_id="datasets_list", responses={200: dict})
     def get(self, request: Request) -> Response:
         """The tenant's datasets, newest first."""
@@ -87,6 +91,8 @@ class DatasetListView(APIView):
 
 
 class DatasetDetailView(APIView):
+    permission_classes = [key_scopes(get=DATASETS)]
+
     @extend_schema(responses={200: dict})
     def get(self, request: Request, dataset: str) -> Response:
         """A dataset (by id or name) with its items (``item_list``)."""
@@ -95,6 +101,8 @@ class DatasetDetailView(APIView):
 
 
 class DatasetItemsView(APIView):
+    permission_classes = [key_scopes(post=DATASETS)]
+
     @extend_schema(
         request=DatasetItemsSerializer,
         responses={200: dict, **errors(404, 409)},
@@ -110,6 +118,8 @@ class DatasetItemsView(APIView):
 
 
 class DatasetItemView(APIView):
+    permission_classes = [key_scopes(patch=DATASETS, delete=DATASETS)]
+
     @extend_schema(request=ItemEditSerializer, responses={200: dict}, parameters=[DATASET_USER])
     def patch(self, request: Request, dataset: str, item: str) -> Response:
         """Set an item's expectations (needs dataset:write)."""
@@ -128,6 +138,8 @@ class DatasetItemView(APIView):
 
 
 class ExperimentListView(APIView):
+    permission_classes = [key_scopes(post=EXPERIMENTS)]
+
     @extend_schema(
         request=ExperimentCreateSerializer,
         responses={202: dict, **errors(404)},
@@ -152,6 +164,8 @@ class ExperimentListView(APIView):
 
 
 class ExperimentDetailView(APIView):
+    permission_classes = [key_scopes(get=EXPERIMENTS)]
+
     @extend_schema(responses={200: dict})
     def get(self, request: Request, experiment_id: str) -> Response:
         """Status, progress, summary and per-item verdicts."""
@@ -160,6 +174,8 @@ class ExperimentDetailView(APIView):
 
 
 class ExperimentCancelView(APIView):
+    permission_classes = [key_scopes(post=EXPERIMENTS)]
+
     @extend_schema(request=None, responses={200: dict}, parameters=[EXPERIMENT_USER])
     def post(self, request: Request, experiment_id: str) -> Response:
         """Items not started are not run (needs experiment:run)."""

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from rest_framework import authentication, exceptions, permissions
 from rest_framework.request import Request
 
+from harness.api_keys import authenticate_api_key
 from harness.models import ApiKey, Tenant
-from harness.services import authenticate_api_key
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,7 @@ class TenantApiKeyAuthentication(authentication.BaseAuthentication):
             raise exceptions.AuthenticationFailed(
                 "The API key is not valid or has been revoked.", code="invalid_api_key"
             )
+        # An expired key raises ApiKeyExpired (401 api_key_expired) from authenticate_api_key.
         return TenantClient(tenant=api_key.tenant, api_key=api_key), api_key
 
     def authenticate_header(self, request: Request) -> str:

@@ -49,6 +49,8 @@ from harness.api.parsers import event_cursor
 from harness.models import TERMINAL_STATUSES, Run, RunEvent
 from harness.queries import access_run_by_id
 from policy import services as policy
+from policy.api.permissions import key_scopes
+from policy.key_scopes import RUNS_READ
 
 logger = logging.getLogger(__name__)
 
@@ -83,6 +85,7 @@ class RunEventsView(APIView):
     itself asynchronously."""
 
     renderer_classes = [EventStreamRenderer, *APIView.renderer_classes]
+    permission_classes = [key_scopes(get=RUNS_READ)]
 
     @extend_schema(
         parameters=[

@@ -11,6 +11,8 @@ from rest_framework.views import APIView
 from harness.api.serializers import PatternField, QueryFilters
 from harness.errors import ErrorCode
 from harness.reports import DIMENSIONS, CostFilter, cost_report
+from policy.api.permissions import key_scopes
+from policy.key_scopes import REPORTS_READ
 
 # A tenant's own report: grouping by tenant would only repeat its name.
 TENANT_DIMENSIONS = [name for name in DIMENSIONS if name != "tenant"]
@@ -96,6 +98,8 @@ class CostReportSerializer(serializers.Serializer):
 
 
 class CostReportView(APIView):
+    permission_classes = [key_scopes(get=REPORTS_READ)]
+
     @extend_schema(parameters=[CostReportQuerySerializer], responses=CostReportSerializer)
     def get(self, request: Request) -> Response:
         """Runs, tokens and cost (USD, as the gateway priced each model call) of the tenant,

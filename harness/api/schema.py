@@ -21,6 +21,8 @@ from drf_spectacular.extensions import (
 )
 from rest_framework import serializers
 
+from policy.api.permissions import required_key_scope
+
 
 class TenantApiKeyScheme(OpenApiAuthenticationExtension):
     target_class = "harness.api.authentication.TenantApiKeyAuthentication"
@@ -99,10 +101,12 @@ class ErrorSerializer(serializers.Serializer):
 ERROR_COMPONENT = "Error"
 DESCRIPTIONS = {
     "400": "Malformed JSON, an invalid field (`details.fields`), or a refused value.",
-    "401": "No API key, or a wrong or revoked one.",
-    "403": "The acting user (X-Harness-User) may not do this.",
+    "401": "No API key, a wrong or revoked one (`invalid_api_key`), or an expired one "
+    "(`api_key_expired`).",
+    "403": "The API key lacks the scope this operation needs (`key_scope_missing`, the scope in "
+    "`details.scope`), or the acting user (X-Harness-User) may not do this.",
     "404": "No such resource for this tenant.",
-    "409": "The resource's state does not allow it.",
+    "409": "The resource's state does not allow it (e.g. a receipt of a run still going).",
     "413": "The request body is too large.",
     "415": "The body is not application/json.",
     "422": "Well formed, but refused for its meaning: an Idempotency-Key used for another "
@@ -123,6 +127,7 @@ EXTRA_STATUSES: dict[tuple[str, str], tuple[str, ...]] = {
     ("post", "/api/v1/runs/{run_id}/cancel"): ("409",),
     ("post", "/api/v1/runs/{run_id}/approvals/{call_id}"): ("409",),
     ("post", "/api/v1/runs/{run_id}/replay"): ("409",),
+    ("get", "/api/v1/runs/{run_id}/receipt"): ("409",),
     ("post", "/api/v1/policies/what-if"): ("404", "409", "422"),
     ("post", "/api/v1/policies/rules"): ("404", "409", "422"),
     ("patch", "/api/v1/policies/rules/{name}"): ("409",),
@@ -135,7 +140,9 @@ EXTRA_STATUSES: dict[tuple[str, str], tuple[str, ...]] = {
 
 
 def document_error_statuses(result: dict[str, Any], generator: Any, **kwargs: Any) -> Any:
-    """Post-processing hook: add the error responses of every operation."""
+    """Post-processing hook: add the error responses of every operation, and the API key
+    scope each one needs (``x-required-key-scope``, also said in its description)."""
+    _document_key_scopes(result, generator)
     components = result.setdefault("components", {}).setdefault("schemas", {})
     components[ERROR_COMPONENT] = {
         "type": "object",
@@ -207,10 +214,22 @@ def _refuse_nul(schema: Any) -> None:
             _refuse_nul(value)
 
 
+def _document_key_scopes(result: dict[str, Any], generator: Any) -> None:
+    paths = result.get("paths", {})
+    for path, _regex, method, callback in getattr(generator, "endpoints", None) or []:
+        operation = paths.get(path, {}).get(method.lower())
+        scope = required_key_scope(getattr(callback, "cls", None), method)
+        if operation is None or scope is None:
+            continue
+        operation["x-required-key-scope"] = scope
+        said = f"The API key needs the scope `{scope}`."
+        operation["description"] = f"{operation.get('description', '')}\n\n{said}".strip()
+
+
 def _statuses_of(path: str, method: str, operation: dict[str, Any]) -> list[str]:
     statuses = []
     if operation.get("security"):
-        statuses.append("401")
+        statuses += ["401", "403"]  # no, a wrong or an expired key; a key without the scope
     parameters = operation.get("parameters", [])
     if "requestBody" in operation:
         statuses += ["400", "413", "415"]

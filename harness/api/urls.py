@@ -8,6 +8,7 @@ urlpatterns = [
     path("runs/<str:run_id>/cancel", views.RunCancelView.as_view(), name="run-cancel"),
     path("runs/<str:run_id>/events", events.RunEventsView.as_view(), name="run-events"),
     path("runs/<str:run_id>/trace", views.RunTraceView.as_view(), name="run-trace"),
+    path("runs/<str:run_id>/receipt", views.RunReceiptView.as_view(), name="run-receipt"),
     path("runs/<str:run_id>/replay", views.RunReplayView.as_view(), name="run-replay"),
     path("runs/<str:run_id>/approvals", views.RunApprovalListView.as_view(), name="run-approvals"),
     path(

@@ -24,10 +24,14 @@ from harness.api.serializers import (
 )
 from harness.errors import HarnessError
 from harness.queries import access_run_by_id, list_runs
+from harness.receipts.document import issue_receipt
+from harness.receipts.signing import published_keys
 from harness.replay import replay_run, what_if
 from harness.services import RunRequest, cancel_run, decide_tool_call, start_run
 from harness.webhooks import UnsafeCallbackUrl
+from policy import key_scopes as scope
 from policy import services as policy
+from policy.api.permissions import key_scopes
 from policy.api.serializers import WhatIfSerializer
 from policy.api.views import RuleConflict
 from policy.errors import InvalidRule
@@ -51,6 +55,8 @@ MAX_IDEMPOTENCY_KEY_LENGTH = 200
 
 
 class RunListView(APIView):
+    permission_classes = [key_scopes(get=scope.RUNS_READ, post=scope.RUNS_CREATE)]
+
     @extend_schema(
         request=RunCreateSerializer,
         responses={200: RunSerializer, 202: RunSerializer},
@@ -116,6 +122,8 @@ class RunListView(APIView):
 
 
 class RunDetailView(APIView):
+    permission_classes = [key_scopes(get=scope.RUNS_READ)]
+
     @extend_schema(responses=RunSerializer)
     def get(self, request: Request, run_id: str) -> Response:
         run = access_run_by_id(request.user.tenant, run_id)
@@ -123,6 +131,8 @@ class RunDetailView(APIView):
 
 
 class RunCancelView(APIView):
+    permission_classes = [key_scopes(post=scope.RUNS_CANCEL)]
+
     @extend_schema(request=None, responses={200: RunSerializer, 202: RunSerializer})
     def post(self, request: Request, run_id: str) -> Response:
         """Cancel a run: at once if it is queued or waiting, else between its steps (202)."""
@@ -132,6 +142,8 @@ class RunCancelView(APIView):
 
 
 class RunTraceView(APIView):
+    permission_classes = [key_scopes(get=scope.RUNS_READ)]
+
     @extend_schema(responses=TraceSerializer)
     def get(self, request: Request, run_id: str) -> Response:
         """The run's spans in order, each with its audit records."""
@@ -139,7 +151,32 @@ class RunTraceView(APIView):
         return Response(TraceSerializer(get_trace(run.request_id)).data)
 
 
+class RunReceiptView(APIView):
+    permission_classes = [key_scopes(get=scope.RUNS_READ)]
+
+    @extend_schema(responses={200: dict})
+    def get(self, request: Request, run_id: str) -> Response:
+        """The ended run's receipt, signed (Ed25519, key ids at
+        /.well-known/harness-receipt-keys): its chain head and tenant link, every tool call's
+        decisions, approvals, digests of inputs, results and answer, outcome and model routes.
+        Verify it offline with scripts/harness_verify.py (docs/evidence.md)."""
+        return Response(issue_receipt(access_run_by_id(request.user.tenant, run_id)))
+
+
+class ReceiptKeysView(APIView):
+    """Public: the receipts' verification keys, a JWK set (current and retired keys)."""
+
+    authentication_classes: list[type] = []
+    permission_classes: list[type] = []
+
+    @extend_schema(responses={200: dict}, auth=[])
+    def get(self, request: Request) -> Response:
+        return Response(published_keys())
+
+
 class RunApprovalListView(APIView):
+    permission_classes = [key_scopes(get=scope.RUNS_READ)]
+
     @extend_schema(responses=ApprovalSerializer(many=True))
     def get(self, request: Request, run_id: str) -> Response:
         """The run's calls held for approval (and decided ones), with exact arguments."""
@@ -149,6 +186,8 @@ class RunApprovalListView(APIView):
 
 
 class RunApprovalDecisionView(APIView):
+    permission_classes = [key_scopes(post=scope.APPROVALS_DECIDE)]
+
     @extend_schema(
         request=PolymorphicProxySerializer(
             component_name="ApprovalDecision",
@@ -178,6 +217,8 @@ class RunApprovalDecisionView(APIView):
 
 
 class RunReplayView(APIView):
+    permission_classes = [key_scopes(post=scope.RUNS_READ)]
+
     @extend_schema(request=None, responses={200: dict})
     def post(self, request: Request, run_id: str) -> Response:
         """Re-decide the run's recorded tool calls under today's code and policy, from its
@@ -188,6 +229,8 @@ class RunReplayView(APIView):
 
 
 class PolicyWhatIfView(APIView):
+    permission_classes = [key_scopes(post=scope.POLICY_READ)]
+
     @extend_schema(
         request=WhatIfSerializer, responses={200: dict}, parameters=[ACTING_USER_PARAMETER]
     )

@@ -87,9 +87,27 @@ class TenantAdmin(TenantScopedAdmin):
 
 @admin.register(ApiKey)
 class ApiKeyAdmin(TenantScopedAdmin):
-    list_display = ["name", "tenant", "prefix", "created_at", "last_used_at", "revoked_at"]
+    list_display = [
+        "name",
+        "tenant",
+        "owner",
+        "prefix",
+        "scopes",
+        "created_at",
+        "expires_at",
+        "last_used_at",
+        "revoked_at",
+    ]
     list_filter = [("tenant", admin.RelatedOnlyFieldListFilter)]
-    readonly_fields = ["tenant", "name", "prefix", "key_hash", "created_at", "last_used_at"]
+    readonly_fields = [
+        "tenant",
+        "name",
+        "prefix",
+        "key_hash",
+        "created_at",
+        "last_used_at",
+        "replaced_by",
+    ]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # keys are issued by `manage.py create_api_key`, which shows the secret once

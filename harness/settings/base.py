@@ -399,6 +399,10 @@ HARNESS_AUDIT_CHECKPOINT_KEYS = env_keys(
 HARNESS_AUDIT_CHECKPOINT_KEY = hkdf(
     HARNESS_AUDIT_CHECKPOINT_KEYS[0], "harness.audit-checkpoint.v2"
 ).hex()
+# Run receipts (docs/evidence.md): PEM blocks, newest first; the first (an Ed25519 private key)
+# signs, later ones (earlier keys, best as public keys) stay published so their receipts verify.
+# Unset: a key generated once under var/ (development and the demo only).
+HARNESS_RECEIPT_SIGNING_KEY = env_str("HARNESS_RECEIPT_SIGNING_KEY")
 # Masking (README "Audit and masking"): regions a phone number written nationally is looked
 # up in, and extra detectors (dotted paths to a detector, its class or a factory).
 _DEFAULT_PHONE_REGIONS = "CN,US,CA,GB,DE,FR,ES,IT,JP,IN"

@@ -18,6 +18,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from policy import services as policy
+from policy.api.permissions import key_scopes
 from policy.api.serializers import (
     NEW_RULE,
     BudgetSerializer,
@@ -35,6 +36,7 @@ from policy.api.serializers import (
     refuse_one_label_twice,
 )
 from policy.errors import InvalidRule, RuleNotFound
+from policy.key_scopes import POLICY_ADMIN, POLICY_READ
 from tools.services import get_tool_registry
 
 ACTING_USER_HEADER = "X-Harness-User"
@@ -47,6 +49,11 @@ ACTING_USER = OpenApiParameter(
 )
 
 
+READ_OR_EDIT = key_scopes(
+    get=POLICY_READ, post=POLICY_ADMIN, patch=POLICY_ADMIN, delete=POLICY_ADMIN
+)
+
+
 class RuleConflict(InvalidRule):
     """A well-formed rule edit that the rule's state refuses: a shipped default (read-only), a
     name taken already, or a patch that would leave the rule invalid. Same code, status 409."""
@@ -55,7 +62,10 @@ class RuleConflict(InvalidRule):
 
 
 class PolicyAdminView(APIView):
-    """Base: resolves the tenant and the acting admin, and checks ``policy:admin``."""
+    """Base: resolves the tenant and the acting admin, and checks ``policy:admin``. The key
+    needs ``policy:read`` to read and ``policy:admin`` to edit (checked first)."""
+
+    permission_classes = [READ_OR_EDIT]
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)

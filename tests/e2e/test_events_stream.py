@@ -4,7 +4,7 @@ import json
 
 import httpx
 
-from harness.services import create_api_key
+from harness.api_keys import create_api_key
 from tests.factories import write_agent, write_script
 
 

@@ -32,7 +32,7 @@ from django.db.utils import ConnectionHandler
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.services import create_api_key
+from harness.api_keys import create_api_key
 from tests.runs import QUESTION
 from tests.worker import database_url
 

@@ -5,8 +5,8 @@ import io
 import pytest
 from django.core.management import CommandError, call_command
 
+from harness.api_keys import authenticate_api_key
 from harness.models import ApiKey, Tenant
-from harness.services import authenticate_api_key
 from policy.models import PolicyChange
 from tools.demo.models import Ticket
 

@@ -3,9 +3,9 @@ var/), and says so when it had to issue a new one."""
 
 import stat
 
+from harness.api_keys import authenticate_api_key
 from harness.demo import demo_api_key
 from harness.models import ApiKey
-from harness.services import authenticate_api_key
 
 
 def test_the_demo_key_is_kept_sealed_and_reused(demo, tmp_path):

@@ -167,7 +167,7 @@ def test_a_bad_api_key_is_refused(acme, header):
 def test_a_revoked_api_key_is_refused(demo):
     from django.test import Client
 
-    from harness.services import create_api_key
+    from harness.api_keys import create_api_key
     from tests.conftest import ApiClient
 
     old = create_api_key("acme", "rotating").secret

@@ -18,7 +18,7 @@ import httpx
 import pytest
 from django.conf import settings
 
-from harness.services import create_api_key
+from harness.api_keys import create_api_key
 from tests.worker import database_url
 
 STREAMS = 200

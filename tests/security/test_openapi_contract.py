@@ -31,7 +31,7 @@ import pytest
 import requests
 import yaml
 
-from harness.services import create_api_key
+from harness.api_keys import create_api_key
 
 EXAMPLES_PER_OPERATION = 8
 TIME_CAP_S = 240

@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from rest_framework import exceptions
 
 from harness.api.parsers import MAX_DEPTH, BoundedJSONParser
-from harness.services import create_api_key
+from harness.api_keys import create_api_key
 from tests.support.servers import Server, serve
 
 LIMIT = 2_621_440  # Django's DATA_UPLOAD_MAX_MEMORY_SIZE, which the servers run with

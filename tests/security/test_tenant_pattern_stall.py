@@ -21,7 +21,7 @@ import httpx
 import pytest
 from django.conf import settings
 
-from harness.services import create_api_key
+from harness.api_keys import create_api_key
 from tests.factories import write_agent, write_script, write_tool
 from tests.security.test_event_streams import free_port
 from tests.worker import database_url
