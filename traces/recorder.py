@@ -258,6 +258,8 @@ class TraceRecorder:
         last_request = self._last_request
 
         def restore() -> None:
+            for record in records:  # not inserted after all: the chain's own, to insert again
+                record._chained = True  # type: ignore[attr-defined]
             self._spans, self._records, self._fingerprints = list(spans), list(records), set(found)
             self.chain._head, self._next_sequence = head, next_sequence
             self._last_request = last_request

@@ -53,7 +53,7 @@ from harness.errors import HarnessError
 from harness.events import EventType, last_sequence
 from harness.models import Run, RunStatus, Session
 from tools.errors import ToolFilesInvalid
-from tools.services import get_tool_registry
+from tools.services import get_tool_registry, store_kept_outcomes_soon
 from traces.services import (
     AuditKind,
     SpanKind,
@@ -132,6 +132,9 @@ def _give_up(lease: state.Lease, exc: BaseException) -> state.DriveInterrupted:
     driver resumes the run from its last commit within seconds, not when the lease runs out —
     and tell the caller (a Celery task retries; a sync request hands the run to a worker)."""
     dependency = retry.unreachable(exc)
+    # The outcomes of calls that ran in the step not written are kept in this process: stored
+    # at once when the database is back, for the driver that resumes the run to read.
+    store_kept_outcomes_soon(f"{lease.run_id}:")
     try:
         retry.drop_connection()
         released = state.release(lease)

@@ -6,10 +6,12 @@ terminated, or the connection cut by a proxy in front of it."""
 
 from __future__ import annotations
 
+import io
 import time
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
+from django.core.management import call_command
 from django.db import connection
 
 from harness.engine import retry
@@ -61,6 +63,12 @@ def terminate_backends_but(spared: int) -> None:
         )
 
 
+def verify_audit(tenant: str) -> str:
+    out = io.StringIO()
+    call_command("verify_audit", "--tenant", tenant, stdout=out)
+    return out.getvalue()
+
+
 def assert_acted_once_and_succeeded(run: Run) -> None:
     assert run.status == "succeeded", (run.status, run.status_detail)
     assert Notification.objects.filter(message="acted").count() == 1
@@ -99,6 +107,22 @@ def test_a_commit_whose_answer_was_lost_is_recognised_not_written_again(
     run = Run.objects.get(id=response.json()["id"])
     assert_acted_once_and_succeeded(run)
     assert run.lease_token == 1
+
+
+def test_a_commit_cut_off_before_it_reached_the_server_is_written_again_the_same_rows(
+    acme, agent_dir, after_effect
+):
+    """The step's rows were sent (its audit records among them), the COMMIT never arrived:
+    the retry sends the very same rows again, the run's chain unbroken."""
+    with database_through_proxy() as proxy:
+        after_effect.append(lambda: proxy.lose_commit(after=b"harness_runmessage", delivered=False))
+        response = run_sync(acme, agent(agent_dir))
+        assert proxy.commits_lost == 1
+
+    assert response.status_code == 200, response.content
+    run = Run.objects.get(id=response.json()["id"])
+    assert_acted_once_and_succeeded(run)
+    assert "ok" in verify_audit("acme")
 
 
 def test_a_driver_that_gives_up_leaves_the_run_running_and_the_next_claims_it_at_once(

@@ -1,8 +1,8 @@
 """A TCP proxy in front of PostgreSQL that a test can break the way a network or a restart does:
 ``cut`` drops every connection through it and refuses new ones for a while; ``lose_commit``
-lets the next COMMIT after a given statement reach the server and drops the server's answer
-with the connection (the transaction is committed; the client never hears it). Everything
-else is passed through byte for byte: the clients talk to the real server."""
+drops the connection at the next COMMIT after a given statement: before the COMMIT reaches
+the server (the transaction rolls back) or after (it is committed; the client never hears).
+Everything else is passed through byte for byte: the clients talk to the real server."""
 
 from __future__ import annotations
 
@@ -43,6 +43,7 @@ class PostgresProxy:
         self._lock = threading.Lock()
         self._down_until = 0.0
         self._commit_marker: bytes | None = None
+        self._deliver_commit = True
         self.commits_lost = 0
         self._closed = False
         threading.Thread(target=self._accept, daemon=True, name="pg-proxy").start()
@@ -57,9 +58,11 @@ class PostgresProxy:
         for pair in pairs:
             pair.close()
 
-    def lose_commit(self, after: bytes) -> None:
+    def lose_commit(self, after: bytes, delivered: bool = True) -> None:
         """The next COMMIT sent on a connection that sent ``after`` (e.g. a table's name) since
-        its last COMMIT reaches the server; its answer is dropped and the connection closed."""
+        its last COMMIT: ``delivered``, it reaches the server and its answer is dropped with
+        the connection; else the connection is dropped before it reaches the server."""
+        self._deliver_commit = delivered
         self._commit_marker = after
 
     def close(self) -> None:
@@ -99,6 +102,9 @@ class PostgresProxy:
                 if b"COMMIT\x00" in data:
                     if pair.saw_marker and self._commit_marker is not None:
                         self._commit_marker = None
+                        if not self._deliver_commit:
+                            self.commits_lost += 1
+                            break
                         pair.swallow = True
                     pair.saw_marker = False
                 pair.server.sendall(data)
