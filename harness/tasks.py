@@ -18,8 +18,10 @@ from harness import services, webhooks
 from harness.dependencies import UNAVAILABLE_ERRORS
 from harness.engine.state import DriveInterrupted
 
-RUN_RETRIES = 20
-RETRY_BACKOFF_MAX_S = 30
+# Back-off at most 10 s apart (a dependency back is noticed within that), 30 retries: a few
+# minutes of outage; past them the sweep still sends the run again.
+RUN_RETRIES = 30
+RETRY_BACKOFF_MAX_S = 10
 
 RUN_TASK_OPTIONS = {
     "bind": True,
