@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: install run test lint bench bench-peers mutation clean
+.PHONY: install run test test-faults lint bench bench-peers mutation clean
 
 # The runtime (requirements.txt) plus what tests and lint need (requirements-dev.txt includes
 # the runtime); the Docker image installs the runtime alone.
@@ -30,6 +30,12 @@ run: install
 ## Set up and run the whole test suite; the summary says which tier ran.
 test: install
 	$(PY) -m pytest
+
+## The fault tier (docs/operations.md): a deployment of its own (PostgreSQL made with initdb,
+## Redis, gunicorn, Celery workers and beat) under load while its parts fail; prints figures.
+## About 5 minutes; not part of `make test`.
+test-faults: install
+	$(PY) -m pytest tests/faults -m faults -s -p no:cacheprovider
 
 lint: install
 	$(VENV)/bin/ruff check .

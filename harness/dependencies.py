@@ -34,6 +34,8 @@ _DATABASE = (
 # loading its data; TimeoutError a server that does not answer within the socket timeout.
 _REDIS = _classes("redis.exceptions", "ConnectionError", "TimeoutError", "BusyLoadingError")
 _BROKER = _classes("kombu.exceptions", "OperationalError")
+# What a Celery task retries (``autoretry_for``): each says a dependency is unreachable.
+UNAVAILABLE_ERRORS = (*_DATABASE, *_REDIS, *_BROKER)
 
 
 def unavailable_dependency(exc: BaseException) -> str | None:

@@ -26,6 +26,7 @@ from harness.api_keys import (  # noqa: F401 (re-exported: callers import keys f
     authenticate_api_key,
     create_api_key,
 )
+from harness.dependencies import unavailable_dependency
 from harness.dispatch import enqueue_run
 from harness.driver_threads import DriverThreads
 from harness.engine import state
@@ -176,7 +177,12 @@ def drive_inline(run_id: uuid.UUID, deadline_s: float | None) -> Run:
     it stands.
     """
     driver = Driver(owner=f"inline:{uuid.uuid4().hex[:12]}")
-    lease = state.claim(str(run_id), driver.owner)
+    try:
+        lease = state.claim(str(run_id), driver.owner)
+    except Exception as exc:
+        if unavailable_dependency(exc) is not None:
+            enqueue_run(run_id)  # the run is committed: a worker takes it up once it can
+        raise
     if lease is None:
         return Run.objects.get(id=run_id)
     done = threading.Event()
@@ -186,6 +192,10 @@ def drive_inline(run_id: uuid.UUID, deadline_s: float | None) -> Run:
             drive_run(str(run_id), driver, lease)
         except Run.DoesNotExist:
             pass  # deleted under us (retention, tests); nothing left to drive
+        except state.DriveInterrupted as exc:
+            # A dependency stayed down past the step's retries: the web process does not
+            # wait for it; a worker takes the run up (it retries until the database is back).
+            enqueue_run(run_id, release=(exc.lease.owner, exc.lease.token))
         finally:
             done.set()
 
@@ -205,9 +215,16 @@ def wait_for_inline_runs(timeout_s: float) -> bool:
     return _driver_threads.drain(timeout_s)
 
 
-def execute_run(run_id: uuid.UUID | str, owner: str = "") -> Run | None:
+def execute_run(
+    run_id: uuid.UUID | str, owner: str = "", release: tuple[str, int] | None = None
+) -> Run | None:
     """Claim a queued (or abandoned) run and drive it; a run driven elsewhere is left alone.
-    None if the run is gone."""
+    None if the run is gone. ``release``: the (owner, token) of a lease its driver gave up
+    without being able to release it, released first (fenced: nothing happens unless that
+    very lease still holds the run). Raises ``state.DriveInterrupted`` when the driver gives
+    the run up (a dependency down), and a dependency's connection error met before it drives."""
+    if release:
+        state.release(state.Lease(run_id=str(run_id), owner=release[0], token=int(release[1])))
     driver = Driver(owner=owner or f"worker:{uuid.uuid4().hex[:12]}")
     lease = state.claim(str(run_id), driver.owner)
     if lease is None:

@@ -327,7 +327,7 @@ def _claim(call: PlannedCall) -> tuple[int, ToolOutcome | None]:
         row = cursor.fetchone()
     if row is not None:
         return row[0], None
-    record = ToolExecution.objects.get(idempotency_key=key)
+    record = _settled(ToolExecution.objects.get(idempotency_key=key), call.tool)
     stored = _stored_outcome(call.tool, record)
     # An outcome stored before outcomes were normalised (``_attempt``) is, when it is read.
     return record.pk, _normalised(stored) if stored is not None else None
@@ -384,6 +384,27 @@ def _run_in_worker(call: PlannedCall, state: _Running) -> ToolOutcome:
         # Pool threads outlive requests and tests: a connection a handler opened here would
         # pin the database (PostgreSQL refuses to drop a database with open sessions).
         connections.close_all()
+
+
+# How long a driver that finds a non-idempotent call started and not ended waits for its
+# outcome before answering ``outcome_unknown``: the process that ran it may be alive and
+# storing it now (it kept it in memory while the database was away, and the driver that gave
+# the run up asked it to write it at once: ``store_kept_outcomes_soon``).
+UNSETTLED_WAIT_S = 3.0
+
+
+def _settled(record: ToolExecution, tool: ToolDefinition) -> ToolExecution:
+    """``record``, read again until it has an outcome or ``UNSETTLED_WAIT_S`` have passed (a
+    non-idempotent tool's only: an idempotent one simply runs again)."""
+    deadline = time.monotonic() + UNSETTLED_WAIT_S
+    while (
+        not tool.idempotent
+        and record.status == ExecutionStatus.STARTED
+        and time.monotonic() < deadline
+    ):
+        time.sleep(0.2)
+        record.refresh_from_db()
+    return record
 
 
 def _stored_outcome(tool: ToolDefinition, record: ToolExecution) -> ToolOutcome | None:
@@ -514,6 +535,12 @@ class _KeptOutcomes:
             if kept is not None:
                 kept.due = min(kept.due, time.monotonic() + STORE_GRACE_S)
 
+    def soon(self, prefix: str) -> None:
+        with self._lock:
+            for key, kept in self._items.items():
+                if key.startswith(prefix):
+                    kept.due = min(kept.due, time.monotonic())
+
     def stored(self, key: str, outcome: ToolOutcome) -> None:
         with self._lock:
             kept = self._items.get(key)
@@ -555,6 +582,14 @@ class _KeptOutcomes:
 
 
 _kept = _KeptOutcomes()
+
+
+def store_kept_outcomes_soon(prefix: str) -> None:
+    """Have the writer thread store the kept outcomes whose idempotency key starts with
+    ``prefix`` (a run's calls: ``<run id>:``) as soon as the database takes them, not after
+    the grace left for the step that was to store them: that step will not (its driver gave
+    the run up), and the driver that takes the run over reads them."""
+    _kept.soon(prefix)
 
 
 def forget_kept_outcomes() -> None:

@@ -7,6 +7,7 @@ from tools.executor import (
     ToolOutcome,
     execute_tool,
     execute_tool_calls,
+    store_kept_outcomes_soon,
     store_outcome,
 )
 from tools.net import AddressPolicy, PinnedTransport, UnsafeAddress, resolve_address
@@ -28,6 +29,7 @@ __all__ = [
     "get_tool_registry",
     "resolve_address",
     "result_for_model",
+    "store_kept_outcomes_soon",
     "store_outcome",
     "summarize_violations",
 ]

@@ -249,6 +249,23 @@ class TraceRecorder:
         _store(self.request_id, self.tenant, found)
         return lambda: _export(spans)
 
+    def hold(self) -> Callable[[], None]:
+        """What is pending now, and where the run's chain and spans stand, kept: the returned
+        function puts it back — after the transaction that was to write it rolled back, so
+        that a retry writes the very same rows (no audit record linked twice, none lost)."""
+        spans, records, found = list(self._spans), list(self._records), set(self._fingerprints)
+        head, next_sequence = self.chain._head, self._next_sequence
+        last_request = self._last_request
+
+        def restore() -> None:
+            for record in records:  # not inserted after all: the chain's own, to insert again
+                record._chained = True  # type: ignore[attr-defined]
+            self._spans, self._records, self._fingerprints = list(spans), list(records), set(found)
+            self.chain._head, self._next_sequence = head, next_sequence
+            self._last_request = last_request
+
+        return restore
+
     def discard(self) -> None:
         """Forget every row not written yet, and the run's chain head (reloaded at its next
         use): after a transaction that was to write them rolled back."""

@@ -29,7 +29,7 @@ from django.utils import timezone
 from gateway.messages import Message, ToolCall
 from harness import webhooks
 from harness.agent_registry import get_agent
-from harness.engine import approvals, planning, state
+from harness.engine import approvals, planning, retry, state
 from harness.engine.conversation import load_run_messages
 from harness.engine.decisions import run_start
 from harness.engine.drive import Drive, Driver, StepOutcome, StopReason
@@ -45,6 +45,7 @@ from harness.engine.step import (
     plan,
     tool_step,
     unanswered_calls,
+    write_noted,
 )
 from harness.engine.tool_calls import CallScope, DrivePolicy
 from harness.engine.writes import StepWrites
@@ -52,7 +53,7 @@ from harness.errors import HarnessError
 from harness.events import EventType, last_sequence
 from harness.models import Run, RunStatus, Session
 from tools.errors import ToolFilesInvalid
-from tools.services import get_tool_registry
+from tools.services import get_tool_registry, store_kept_outcomes_soon
 from traces.services import (
     AuditKind,
     SpanKind,
@@ -73,7 +74,10 @@ def drive_run(run_id: str, driver: Driver, lease: state.Lease) -> Run:
     Side effects: model calls, tool executions, the run row (status, conversation, usage),
     its events, trace and callbacks. Never raises for a failure of the model, a tool or a
     policy: those end the run with a status and a message. A driver that lost its lease stops
-    without writing anything more.
+    without writing anything more. A dependency that stays unreachable (the database past
+    the step's retries, ``harness.engine.retry``) ends nothing: the driver gives the run up
+    (``_give_up``) and raises ``state.DriveInterrupted`` for its caller to have it driven
+    again.
 
     The model works on the clear conversation (the sealed copy); everything stored readable
     is masked first. The returned run carries the clear answer in memory.
@@ -87,6 +91,8 @@ def drive_run(run_id: str, driver: Driver, lease: state.Lease) -> Run:
         except state.LeaseLost:
             raise
         except Exception as exc:
+            if retry.unreachable(exc) is not None:
+                raise
             # A bug of ours must not leave the run "running" forever: it fails, with the error
             # in the trace and the log, and nothing internal in the answer.
             logger.exception("run %s failed with an unexpected error", run_id)
@@ -101,7 +107,9 @@ def drive_run(run_id: str, driver: Driver, lease: state.Lease) -> Run:
                 return _finish(drive, outcome)
             except state.LeaseLost:
                 return _last_resort(drive, outcome)
-            except Exception:
+            except Exception as exc:
+                if retry.unreachable(exc) is not None:
+                    raise
                 # What failed is in the step's own rows (the database refused one of them):
                 # writing them again would fail again, leave the run "running" and have it
                 # driven again at every lease expiry, each time paying the model unrecorded.
@@ -110,8 +118,38 @@ def drive_run(run_id: str, driver: Driver, lease: state.Lease) -> Run:
     except state.LeaseLost:
         logger.info("run %s: lease %s lost, the driver stops", run_id, lease.token)
         return Run.objects.get(id=run_id)
+    except Exception as exc:
+        if retry.unreachable(exc) is None:
+            raise
+        raise _give_up(lease, exc) from exc
     finally:
         get_heartbeat().release(lease)
+
+
+def _give_up(lease: state.Lease, exc: BaseException) -> state.DriveInterrupted:
+    """A dependency is down past what a step retries: end nothing (a connection blip is not the
+    run's failure), give the lease up at once if the database takes it — so that another
+    driver resumes the run from its last commit within seconds, not when the lease runs out —
+    and tell the caller (a Celery task retries; a sync request hands the run to a worker)."""
+    dependency = retry.unreachable(exc)
+    # The outcomes of calls that ran in the step not written are kept in this process: stored
+    # at once when the database is back, for the driver that resumes the run to read.
+    store_kept_outcomes_soon(f"{lease.run_id}:")
+    try:
+        retry.drop_connection()
+        released = state.release(lease)
+    except Exception as error:
+        if retry.unreachable(error) is None:
+            raise
+        released = False
+    logger.warning(
+        "run %s: %s unreachable (%s); the driver gives the run up, lease %s",
+        lease.run_id,
+        dependency,
+        exc,
+        "released" if released else "left to run out or to the next driver's release",
+    )
+    return state.DriveInterrupted(lease)
 
 
 def _open(run_id: str, driver: Driver, lease: state.Lease, lost: threading.Event) -> Drive:
@@ -246,8 +284,7 @@ def _end_segment(drive: Drive, ended: bool) -> None:
 
     drive.writes.on_rollback(guard.snapshot())  # written again by the last resort
     drive.writes.inside(budget)
-    if drive.scope is not None:
-        drive.writes.inside(drive.scope.policy.write_noted)
+    write_noted(drive)
     tracer = drive.tracer
     drive.writes.inside(
         lambda: anchor_run(tracer.request_id, tracer.tenant, tracer.chain.head, final=ended)
@@ -420,7 +457,9 @@ def _last_resort(drive: Drive, outcome: StepOutcome) -> Run:
         )
     except state.LeaseLost:
         raise
-    except Exception:
+    except Exception as exc:
+        if retry.unreachable(exc) is not None:
+            raise
         logger.exception("run %s: the last resort ends it with its spend only", run.id)
         writes.discard()
         tracer.discard()

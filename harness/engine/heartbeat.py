@@ -6,12 +6,18 @@ another worker would take the run over while the first is still inside the call,
 would act. One thread per process renews every registered lease a few times per lease period;
 if the process dies, the renewals stop and the lease runs out as it should. A renewal that
 finds the lease gone marks it lost, and the driver stops at its next write.
+
+It also knows when each lease was last renewed (by a beat or by a step's commit, which
+renews it too): while the database is unreachable nothing renews it, and a driver retrying
+its step asks ``held_for`` how long the lease still holds before another driver may claim
+the run.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 
 from django.conf import settings
 from django.db import connection
@@ -27,6 +33,7 @@ class Heartbeat:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._leases: dict[state.Lease, threading.Event] = {}
+        self._renewed: dict[state.Lease, float] = {}  # time.monotonic() of the last renewal
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -35,6 +42,7 @@ class Heartbeat:
         lost = threading.Event()
         with self._lock:
             self._leases[lease] = lost
+            self._renewed[lease] = time.monotonic()  # claimed just now
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(
                     target=self._beat, name="lease-heartbeat", daemon=True
@@ -45,6 +53,22 @@ class Heartbeat:
     def release(self, lease: state.Lease) -> None:
         with self._lock:
             self._leases.pop(lease, None)
+            self._renewed.pop(lease, None)
+
+    def renewed(self, lease: state.Lease, at: float) -> None:
+        """``lease`` was renewed at ``at`` (``time.monotonic()``: a step's commit renews it)."""
+        with self._lock:
+            if lease in self._leases:
+                self._renewed[lease] = max(at, self._renewed.get(lease, at))
+
+    def held_for(self, lease: state.Lease) -> float:
+        """Seconds ``lease`` still holds for certain (from its last renewal this process
+        saw); 0 for a lease not kept here."""
+        with self._lock:
+            renewed = self._renewed.get(lease)
+        if renewed is None:
+            return 0.0
+        return max(0.0, renewed + settings.HARNESS_RUN_LEASE_S - time.monotonic())
 
     def _beat(self) -> None:
         try:
@@ -64,9 +88,12 @@ class Heartbeat:
 
     def _renew(self, lease: state.Lease, lost: threading.Event) -> None:
         try:
+            started = time.monotonic()  # the new expiry counts from before the UPDATE
             if not state.renew(lease):
                 lost.set()
                 self.release(lease)
+            else:
+                self.renewed(lease, started)
         except Exception:
             # A database hiccup: try again at the next beat (the lease has slack for it).
             logger.warning("could not renew the lease of run %s", lease.run_id, exc_info=True)

@@ -51,6 +51,18 @@ class LeaseLost(Exception):
     """This driver no longer holds the run: another claimed it, or it was finished."""
 
 
+class DriveInterrupted(Exception):
+    """The driver gave the run up because a dependency (the database, Redis) stayed
+    unreachable: its step was not written, nothing of the run was ended. The lease was
+    released (``release``) if the database let it; ``lease`` is what a later driver releases
+    first when it could not be (``harness.tasks``), so that the run is taken up at once
+    rather than when the lease runs out."""
+
+    def __init__(self, lease: Lease) -> None:
+        super().__init__(f"run {lease.run_id}: driver {lease.owner} gave the run up")
+        self.lease = lease
+
+
 def lease_duration() -> timedelta:
     return timedelta(seconds=settings.HARNESS_RUN_LEASE_S)
 
@@ -141,15 +153,18 @@ class Fence:
     policy_version: tuple[int, str] = (0, "")
 
 
-def checkpoint(lease: Lease, fields: dict[str, Any], tenant: str = "") -> Fence:
+def checkpoint(
+    lease: Lease, fields: dict[str, Any], tenant: str = "", now: datetime | None = None
+) -> Fence:
     """The first statement of a step's transaction: check the lease, renew it and write the
     run's counters, in one UPDATE … RETURNING, which also reads ``tenant``'s policy version
     (so a driver learns whether the policy moved without a query of its own). Raises
-    ``LeaseLost`` (roll the step back)."""
+    ``LeaseLost`` (roll the step back). ``now`` is the stamp written as ``updated_at``: a
+    driver that did not hear back from its COMMIT asks ``landed`` whether it is there."""
     unknown = set(fields) - _STEP_FIELDS
     if unknown:
         raise ValueError(f"not a step field: {', '.join(sorted(unknown))}")
-    now = timezone.now()
+    now = now or timezone.now()
     values = {**fields, "lease_expires_at": now + lease_duration(), "updated_at": now}
     version_sql, stamp_sql = policy.version_key_sql()
     row = _update_returning(
@@ -185,6 +200,35 @@ def _update_returning(
     with connection.cursor() as cursor:
         cursor.execute(sql, [*params, run_id, lease.token, RunStatus.RUNNING, *returning_params])
         return cursor.fetchone()
+
+
+def landed(lease: Lease, stamp: datetime, transition: bool) -> bool:
+    """Whether a step whose COMMIT went unanswered (the connection dropped) was committed
+    all the same. Only this lease can have written the run since it was claimed (the fence),
+    so the run row says it: a checkpoint left its ``stamp`` as ``updated_at``; a transition
+    (pause, hand-off, finish) took the run out of ``running``. Raises ``LeaseLost`` if another
+    driver claimed the run meanwhile (its token is no longer this lease's)."""
+    row = Run.objects.filter(id=lease.run_id).values_list("status", "lease_token", "updated_at")
+    found = row.first()
+    if found is None or found[1] != lease.token:
+        raise LeaseLost(lease.run_id)
+    status, _, updated_at = found
+    if transition:
+        return status != RunStatus.RUNNING
+    return status == RunStatus.RUNNING and updated_at == stamp
+
+
+def release(lease: Lease) -> bool:
+    """Give the lease up now (fenced): the run stays ``running`` with a lease that has run
+    out, which any driver may claim at once and the next sweep sends to a worker — what a
+    driver that died leaves, without the wait. For a driver that cannot write its step (a
+    dependency down). True if this lease still held the run."""
+    now = timezone.now()
+    return bool(
+        Run.objects.filter(_held(lease)).update(
+            lease_owner="", lease_expires_at=now, updated_at=now
+        )
+    )
 
 
 def pause(lease: Lease, detail: str) -> None:

@@ -182,6 +182,7 @@ def tool_step(drive: Drive) -> list[ToolCall]:
     drive.last_failure = ""
     if decided.allowed:
         execute_decided(decided, scope)
+        drive.writes.taking(decided, "outcomes")
         drive.writes.inside_blind(decided.store_outcomes)  # UPDATEs whose count nobody reads
         for call, _ in decided.allowed:
             message, ok = decided.results[call.id]
@@ -212,8 +213,7 @@ def _commit(drive: Drive, **fields: object) -> None:
     """Write the step so far in one fenced transaction; notes a cancellation request."""
     run = drive.run
     outcome = outcome_fields(drive)
-    if drive.scope is not None:
-        drive.writes.inside(drive.scope.policy.write_noted)
+    write_noted(drive)
     fence = drive.writes.commit(
         {
             "steps": run.steps,
@@ -232,6 +232,13 @@ def _commit(drive: Drive, **fields: object) -> None:
         drive.cancel_requested = True
     if drive.scope is not None:
         drive.scope.policy.moved_to(fence.policy_version)
+
+
+def write_noted(drive: Drive) -> None:
+    """The labels and held approvals noted since the last commit, written with the step."""
+    if drive.scope is not None:
+        drive.writes.taking(drive.scope.policy, "new_labels", "new_approvals")
+        drive.writes.inside(drive.scope.policy.write_noted)
 
 
 def outcome_fields(drive: Drive) -> dict[str, object]:

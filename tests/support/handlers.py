@@ -62,3 +62,23 @@ def untrusted_result(arguments: dict[str, Any], context: Any) -> dict[str, Any]:
         defaults={"tenant": context.tenant, "recipient_id": "ops", "message": "untrusted"},
     )
     return {"notification_id": note.pk, **UNTRUSTED_RESULTS[arguments.get("kind", "nul")]}
+
+
+# What a fault test does the moment ``effect_then_fault`` has acted (cut the database, lose
+# the next commit's answer): set by the test, in the process that drives the run.
+AFTER_EFFECT: list[Any] = []
+
+
+def effect_then_fault(arguments: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Acts — a notification for every execution, keyed by the execution, so a second run of
+    the same call shows — then runs the test's ``AFTER_EFFECT`` hooks: a non-idempotent tool
+    whose effect happened just before the database went away."""
+    note = Notification.objects.create(
+        idempotency_key=f"{context.idempotency_key}:{uuid.uuid4().hex}",
+        tenant=context.tenant,
+        recipient_id="ops",
+        message=arguments.get("message", "effect"),
+    )
+    for hook in AFTER_EFFECT:
+        hook()
+    return {"notification_id": note.pk}

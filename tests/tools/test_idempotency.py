@@ -4,13 +4,18 @@ A re-execution happens when a run is resumed by another worker after a crash; th
 provoke that on demand, so these tests call the executor service directly.
 """
 
+import threading
+import time
+
 import pytest
+from django.db import connection
 
 from tests.factories import write_tool
 from tests.tools import handlers
 from tools.demo.models import Notification
 from tools.models import ExecutionStatus, ToolExecution
 from tools.services import ToolContext, execute_tool, get_tool_registry
+from traces.services import seal
 
 pytestmark = pytest.mark.usefixtures("transactional_db")
 
@@ -73,6 +78,34 @@ def test_a_non_idempotent_call_whose_end_was_never_stored_is_not_run_again(tool_
     assert handlers.calls["echo"] == 0
     assert outcome.error.code == "outcome_unknown"
     assert "Check the current state" in outcome.error.message
+
+
+def test_a_call_started_elsewhere_whose_outcome_is_stored_a_moment_later_is_read_not_unknown(
+    tool_dir,
+):
+    # The process that ran it is alive: it kept the outcome while the database was away and
+    # stores it now, as the driver that took the run over reaches the call.
+    tool = registered(tool_dir, "echo", idempotent=False, concurrency_safe=False)
+    record = ToolExecution.objects.create(
+        idempotency_key="run-1:call_1_1", tenant="acme", tool=tool.name
+    )
+
+    def store_a_moment_later() -> None:
+        time.sleep(1)
+        ToolExecution.objects.filter(pk=record.pk).update(
+            status=ExecutionStatus.SUCCEEDED,
+            sealed_outcome=seal({"result": {"done": True}, "error": None}),
+        )
+        connection.close()
+
+    storer = threading.Thread(target=store_a_moment_later)
+    storer.start()
+    outcome = execute_tool(tool, {}, context())
+    storer.join()
+
+    assert handlers.calls["echo"] == 0
+    assert outcome.error is None
+    assert (outcome.result, outcome.replayed) == ({"done": True}, True)
 
 
 def test_an_idempotent_call_whose_end_was_never_stored_runs_again_with_the_same_key():
