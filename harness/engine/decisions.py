@@ -190,11 +190,7 @@ def _after_acl(call: ToolCall, tool: ToolDefinition, ports: DecisionPorts) -> De
     # 5. JSON Schema.
     violations = find_violations(tool, arguments)
     if violations:
-        error = ToolCallError(
-            ToolErrorCode.INVALID_ARGUMENTS,
-            summarize_violations(call.name, violations),
-            {"tool": call.name, "violations": violations},
-        )
+        error = _invalid_arguments(call, violations)
         return replace(_refused(call, "schema", error), violations=tuple(violations))
     # 6. Call rules and the call's approval state.
     passed = _call_rules_and_approval(call, tool, arguments, chain, rules, ports)
@@ -380,11 +376,7 @@ def _read_edits(
         return _refused(call, "approval", error)
     violations = find_violations(tool, edited)
     if violations:
-        error = ToolCallError(
-            ToolErrorCode.INVALID_ARGUMENTS,
-            summarize_violations(call.name, violations),
-            {"tool": call.name, "violations": violations, "edited_by": approval.decided_by},
-        )
+        error = _invalid_arguments(call, violations, {"edited_by": approval.decided_by})
         return _refused(call, "schema", error)
     return edited
 
@@ -490,6 +482,16 @@ def rule_error(call: ToolCall, verdict: policy.RuleVerdict) -> ToolCallError:
         ToolErrorCode.POLICY_REFUSED,
         f"{call.name} was refused by policy rule {verdict.rule}: {verdict.reason}.",
         {"tool": call.name} | verdict.attributes(),
+    )
+
+
+def _invalid_arguments(
+    call: ToolCall, violations: list[dict[str, str]], more: dict[str, str] | None = None
+) -> ToolCallError:
+    return ToolCallError(
+        ToolErrorCode.INVALID_ARGUMENTS,
+        summarize_violations(call.name, violations),
+        {"tool": call.name, "violations": violations} | (more or {}),
     )
 
 

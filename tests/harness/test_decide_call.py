@@ -24,15 +24,6 @@ ESCALATE = {"ticket_id": TICKET, "action": "escalate", "escalate_reason": "charg
 ASSIGN = {"ticket_id": TICKET, "action": "assign", "assignee_id": "agent-li"}
 
 
-@pytest.fixture
-def tool_dir(tmp_path: Any, settings: Any) -> Any:
-    """A folder of extra tool files, added to HARNESS_TOOL_DIRS for this test."""
-    folder = tmp_path / "tools"
-    folder.mkdir()
-    settings.HARNESS_TOOL_DIRS = [*settings.HARNESS_TOOL_DIRS, folder]
-    return folder
-
-
 def replay(client: Any, run_id: str) -> dict[str, Any]:
     response = client.post(f"/api/v1/runs/{run_id}/replay", {})
     assert response.status_code == 200, response.content
