@@ -5,18 +5,20 @@ replay, and as the documented rule says. Through the run, approval and replay AP
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.utils import timezone
 from hypothesis import given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from harness.services import execute_run as resume_run
 from policy import services as policy
-from policy.models import BudgetLedger
+from policy.models import BudgetLedger, ToolApproval
 from tests.factories import write_agent, write_script, write_tool
-from tests.runs import ADMIN, TICKET, call, calls, scripted_agent, start, tool_results
+from tests.runs import ADMIN, TICKET, call, calls, scripted_agent, spans_of, start, tool_results
 
 TOOLS = ("tally_a", "tally_b")
 NUMBER = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
@@ -199,4 +201,71 @@ def test_a_held_call_the_run_executed_brings_in_its_labels_in_replay(acme, agent
         "refused",
         "chain",
         "no-desk",
+    )
+
+
+@pytest.mark.parametrize(
+    ("how", "why", "status"),
+    [
+        ("deny, with a comment", "admin denied it (not now)", "denied"),
+        ("deny", "admin denied it", "denied"),
+        ("let it expire", "nobody approved it before the approval expired", "expired"),
+        (
+            "approve, then change its hash",
+            "its arguments differ from the approved ones",
+            "approved",
+        ),
+    ],
+)
+def test_a_call_its_approval_does_not_let_run_is_refused_with_this_error_and_this_record(
+    acme, agent_dir, how, why, status
+):
+    run = start(
+        acme, scripted_agent(agent_dir, [call("update_ticket", **ESCALATE), {"text": "ok"}])
+    )
+    run = run.json()
+    [held] = acme.get(run["links"]["approvals"]).json()
+    if how == "let it expire":
+        ToolApproval.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
+        assert policy.expire_approvals() == 1
+    else:
+        comment = {"comment": "not now"} if "comment" in how else {}
+        decided = acme.post(
+            f"/api/v1/runs/{run['id']}/approvals/{held['call_id']}",
+            {"decision": how.split(",")[0], "arguments_sha256": held["arguments_sha256"]} | comment,
+            **{"X-Harness-User": "admin"},
+        )
+        assert decided.status_code == 200, decided.content
+    if "hash" in how:  # the row changed after the decision: it no longer names these arguments
+        ToolApproval.objects.update(arguments_sha256="0" * 64)
+
+    resume_run(run["id"])
+
+    rule = "default-escalation-approval"
+    assert tool_results(run["id"]) == [
+        {
+            "ok": False,
+            "error": {
+                "code": "approval_denied",
+                "message": f"update_ticket was not run: {why}. Do not retry it; tell the user.",
+                "details": {"tool": "update_ticket", "approval": status, "rule": rule},
+            },
+        }
+    ]
+    approval = ToolApproval.objects.get()
+    decider = {"decided_by": approval.decided_by} if approval.decided_by else {}
+    [refused] = [s for s in spans_of(acme, run, "policy_check") if s["status"] == "refused"][:1]
+    assert (
+        refused["attributes"]
+        == {
+            "call_id": held["call_id"],
+            "tool": "update_ticket",
+            "check": "approval",
+            "refused": True,
+            "allowed": False,
+            "rule": rule,
+            "policy_version": approval.policy_version,
+            "decision": status,
+        }
+        | decider
     )
