@@ -269,3 +269,47 @@ def test_a_call_its_approval_does_not_let_run_is_refused_with_this_error_and_thi
         }
         | decider
     )
+
+
+def test_an_approvers_edit_that_cannot_be_read_back_is_refused_not_run(acme, agent_dir):
+    """The sealed copy of the approver's arguments no longer opens (tampered, or sealed with
+    a key gone): the call is refused, with this error and this record, and nothing runs."""
+    run = start(
+        acme, scripted_agent(agent_dir, [call("update_ticket", **ESCALATE), {"text": "ok"}])
+    )
+    run = run.json()
+    [held] = acme.get(run["links"]["approvals"]).json()
+    decided = acme.post(
+        f"/api/v1/runs/{run['id']}/approvals/{held['call_id']}",
+        {
+            "decision": "approve",
+            "arguments_sha256": held["arguments_sha256"],
+            "arguments_patch": {"escalate_reason": "refund owed"},
+        },
+        **{"X-Harness-User": "admin"},
+    )
+    assert decided.status_code == 200, decided.content
+    ToolApproval.objects.update(sealed_edited_arguments="not a sealed value")
+
+    resume_run(run["id"])
+
+    error = {
+        "code": "approval_denied",
+        "message": "update_ticket was not run: the approver's changed arguments could not be "
+        "read back as approved. Do not retry it; tell the user.",
+        "details": {
+            "tool": "update_ticket",
+            "approval": "approved",
+            "rule": "default-escalation-approval",
+        },
+    }
+    assert tool_results(run["id"]) == [{"ok": False, "error": error}]
+    [refused] = [s for s in spans_of(acme, run, "policy_check") if s["status"] == "refused"][:1]
+    assert refused["attributes"] == {
+        "call_id": held["call_id"],
+        "tool": "update_ticket",
+        "check": "approval",
+        "refused": True,
+        "allowed": False,
+        "error": error,
+    }
