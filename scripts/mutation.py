@@ -51,10 +51,13 @@ MODULES: dict[str, Module] = {
         ("harness/engine/decisions.py",),
         (
             "tests/harness/test_refusal_errors.py",
+            "tests/harness/test_decide_call.py",
             "tests/harness/test_replay.py",
             "tests/tools/test_validation.py",
             "tests/tools/test_visibility.py",
             "tests/policy/test_chain_rules.py",
+            "tests/policy/test_approvals.py",
+            "tests/security/test_edits_are_decisions.py",
         ),
     ),
     "approvals": Module(
@@ -71,7 +74,11 @@ MODULES: dict[str, Module] = {
     ),
     "replay": Module(
         ("harness/replay/run.py",),
-        ("tests/harness/test_replay.py", "tests/harness/test_admin_replay.py"),
+        (
+            "tests/harness/test_replay.py",
+            "tests/harness/test_admin_replay.py",
+            "tests/harness/test_decide_call.py",
+        ),
     ),
     "chain": Module(
         ("traces/chain.py",),

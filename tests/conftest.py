@@ -114,13 +114,24 @@ def globex(demo: None) -> ApiClient:
     return ApiClient(Client(), create_api_key("globex", "tests").secret)
 
 
+def _extra_folder(tmp_path: Path, settings: Any, name: str, setting: str) -> Path:
+    """``tmp_path / name``, added to the list setting ``setting`` for this test."""
+    folder = tmp_path / name
+    folder.mkdir()
+    setattr(settings, setting, [*getattr(settings, setting), folder])
+    return folder
+
+
 @pytest.fixture
 def agent_dir(tmp_path: Path, settings: Any) -> Path:
     """A folder of extra agent files, added to HARNESS_AGENT_DIRS for this test."""
-    folder = tmp_path / "agents"
-    folder.mkdir()
-    settings.HARNESS_AGENT_DIRS = [*settings.HARNESS_AGENT_DIRS, folder]
-    return folder
+    return _extra_folder(tmp_path, settings, "agents", "HARNESS_AGENT_DIRS")
+
+
+@pytest.fixture
+def tool_dir(tmp_path: Path, settings: Any) -> Path:
+    """A folder of extra tool files, added to HARNESS_TOOL_DIRS for this test."""
+    return _extra_folder(tmp_path, settings, "tool-files", "HARNESS_TOOL_DIRS")
 
 
 @pytest.fixture

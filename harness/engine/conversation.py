@@ -25,6 +25,17 @@ def load_run_messages(run: Run | Any) -> list[Message]:
     return in_call_order([Message.from_dict(message) for message in clear])
 
 
+def run_start(messages: list[Message], history_length: int | None = None) -> int:
+    """Where a run's own messages begin in its conversation: after its session's earlier turns
+    (``history_length`` messages, as the driver knows them); in a conversation stored whole
+    with them (a run checkpointed before conversations were appended), at the run's input,
+    the last user message."""
+    if history_length is not None:
+        return min(history_length, len(messages))
+    users = [i for i, m in enumerate(messages) if m.role == "user"]
+    return users[-1] if users else 0
+
+
 def in_call_order(messages: list[Message]) -> list[Message]:
     """Results answered later (after an approval) are stored after their neighbours: put the
     results that follow each assistant message back in the model's order of its calls."""

@@ -30,8 +30,7 @@ from gateway.messages import Message, ToolCall
 from harness import webhooks
 from harness.agent_registry import get_agent
 from harness.engine import approvals, planning, retry, state
-from harness.engine.conversation import load_run_messages
-from harness.engine.decisions import run_start
+from harness.engine.conversation import load_run_messages, run_start
 from harness.engine.drive import Drive, Driver, StepOutcome, StopReason
 from harness.engine.guard import RunGuard
 from harness.engine.heartbeat import get_heartbeat

@@ -6,7 +6,8 @@
   A spent budget ends the run as ``budget_exceeded``, a spent wall time as
   ``deadline_exceeded``.
 - After it: count the real usage (in memory; written with the step).
-- Tool-call limits per run and per tool are counted in memory from the run's own counts.
+- Tool-call limits per run and per tool are counted in memory from the run's own counts (the
+  decision chain asks and charges them: ``tool_calls``, ``charge_tool_call``).
 - At the end of each driven segment: write the run's ledger row, settle the tenant's day,
   free the concurrency slot (``end_segment``, inside the segment's last transaction).
 """
@@ -25,6 +26,7 @@ from gateway.messages import Message, ModelResponse, ToolSpec
 from gateway.services import estimate_cost_usd
 from gateway.tokens import estimate_tokens
 from harness.agent_registry import AgentSpec
+from harness.engine.decisions import LimitRefusal, ToolCallCount
 from harness.models import Run, RunStatus
 from policy import services as policy
 
@@ -33,12 +35,6 @@ from policy import services as policy
 class Stop:
     status: RunStatus
     detail: str
-
-
-@dataclass(frozen=True)
-class ToolRefusal:
-    rule: str
-    reason: str
 
 
 class RunGuard:
@@ -134,27 +130,29 @@ class RunGuard:
         crossings, self.crossings = self.crossings, []
         return crossings
 
-    def admit_tool_call(self, tool: str) -> ToolRefusal | None:
-        """Count one executed call against the run's limits (total and per tool) and the
-        tenant's daily tool calls; a refusal says which limit. In memory, except the daily
-        count of a tenant that has one."""
-        per_tool, total = self.ledger.calls_per_tool_limit, self.ledger.tool_calls_limit
-        used = self.tool_counts.get(tool, 0)
-        if per_tool is not None and used >= per_tool:
-            return ToolRefusal(
-                "max_calls_per_tool", f"this run may call {tool} at most {per_tool} times"
-            )
-        if total is not None and self.ledger.tool_calls_used >= total:
-            return ToolRefusal("max_tool_calls_per_run", f"this run may make {total} tool calls")
-        if self.limits.daily_tool_calls is not None and not policy.charge_day_tool_call(
-            self.tenant, self.limits.daily_tool_calls
-        ):
-            return ToolRefusal(
+    def tool_calls(self, tool: str) -> ToolCallCount:
+        """The run's tool calls so far (of ``tool``, and in all) and its limits; the decision
+        chain says which limit one more would pass (``decisions.limit_refusal``)."""
+        ledger = self.ledger
+        return ToolCallCount(
+            self.tool_counts.get(tool, 0),
+            ledger.tool_calls_used,
+            ledger.calls_per_tool_limit,
+            ledger.tool_calls_limit,
+        )
+
+    def charge_tool_call(self, tool: str) -> LimitRefusal | None:
+        """Count one call of ``tool`` as made: first against the tenant's daily tool calls,
+        if it has a limit (charged where the day is kept; a refusal counts nothing), then in
+        memory against the run's own."""
+        daily = self.limits.daily_tool_calls
+        if daily is not None and not policy.charge_day_tool_call(self.tenant, daily):
+            return LimitRefusal(
                 "daily_tool_calls", f"tenant {self.tenant} has used its tool calls for today"
             )
-        self.tool_counts[tool] = used + 1
+        self.tool_counts[tool] = self.tool_counts.get(tool, 0) + 1
         self.ledger.tool_calls_used += 1
-        if self.limits.daily_tool_calls is None:
+        if daily is None:
             self.ledger.segment_tool_calls += 1
         return None
 

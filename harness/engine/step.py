@@ -25,8 +25,7 @@ from harness import webhooks
 from harness.agent_registry import AgentSpec
 from harness.engine import planning
 from harness.engine.context import build_context, transcript_for_summary
-from harness.engine.conversation import in_call_order
-from harness.engine.decisions import run_start
+from harness.engine.conversation import in_call_order, run_start
 from harness.engine.drive import Drive, StepOutcome, StopReason
 from harness.engine.honesty import check_answer
 from harness.engine.outcome import Outcome

@@ -1,10 +1,12 @@
 """Deciding and executing the tool calls of one step, live.
 
-Each call goes through the shared decision chain (``harness.engine.decisions``), asking the
-tenant's policy as this drive caches it (``DrivePolicy``), then approvals and the tool-call
-limits; the allowed ones run together (in parallel where safe). Every refusal becomes a
-structured error for the model and a span; nothing raises. A call held for a human's approval
-has no result yet: its message is ``None`` and the driver pauses the run.
+Each call is decided by the shared decision chain (``decide_call``), through its live ports
+(``LivePorts``): the tenant's policy as this drive caches it (``DrivePolicy``) and the run's
+guard, which counts the tool-call limits. Here a decision becomes what the engine does: its
+policy checks recorded as spans and audit records, a held call's approval noted, a refusal's
+structured error for the model; the allowed calls run together (in parallel where safe).
+Nothing raises. A call held for a human's approval has no result yet: its message is ``None``
+and the driver pauses the run.
 
 Spans and audit records go to the run's buffered recorder, and held approvals and new labels
 to ``DrivePolicy``: all are written with the step, in its fenced transaction.
@@ -14,24 +16,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 from gateway.messages import Message, ToolCall
 from harness.agent_registry import AgentSpec
 from harness.engine.decisions import (
-    PolicyQuestions,
+    CallApproval,
+    Decision,
+    LimitRefusal,
+    Outcome,
+    ToolCallCount,
     callable_tools,
-    limit_error,
-    precheck_call,
-    recheck_call_rules,
-    rule_error,
-    rule_gate,
+    decide_call,
     tool_message,
 )
 from harness.engine.guard import RunGuard
 from harness.engine.span_records import PolicyCheck
 from policy import services as policy
-from tools.errors import ToolCallError, ToolErrorCode
 from tools.services import (
     PlannedCall,
     ToolContext,
@@ -39,10 +40,8 @@ from tools.services import (
     ToolOutcome,
     ToolRegistry,
     execute_tool_calls,
-    find_violations,
     result_for_model,
     store_outcome,
-    summarize_violations,
 )
 from traces.services import (
     AuditKind,
@@ -52,7 +51,6 @@ from traces.services import (
     TraceRecorder,
     seal,
     under,
-    unseal,
 )
 
 
@@ -115,28 +113,23 @@ class DrivePolicy:
     def visible_tools(self, agent: AgentSpec, registry: ToolRegistry) -> list[ToolDefinition]:
         return callable_tools(agent, registry, lambda tool: self.authorize(tool).allowed)
 
-    def chain(self, tool: ToolDefinition) -> policy.RuleVerdict:
-        rules = policy.rules_for(self.tenant, self.version_key)
-        return policy.evaluate_chain_rules(
-            rules, self.version, tool.name, tool.carries, tool.sink, self.held
-        )
+    def rules(self) -> tuple[policy.RuleSpec, ...]:
+        return policy.rules_for(self.tenant, self.version_key)
 
-    def call_rules(self, tool: ToolDefinition, arguments: dict[str, Any]) -> policy.RuleVerdict:
-        rules = policy.rules_for(self.tenant, self.version_key)
-        return policy.evaluate_call_rules(rules, self.version, tool.name, tool.approval, arguments)
+    def approval_state(self, call_id: str) -> CallApproval | None:
+        """The call's latest approval round, and who last edited its arguments (in that round
+        or, for a call held again for an edit, an earlier one)."""
+        latest = self.approvals.get(call_id)
+        if latest is None:
+            return None
+        if latest.edited_arguments_sha256:
+            return CallApproval(latest, latest.decided_by)
+        return CallApproval(latest, self.editors.get(call_id, ""))
 
-    def call_rule_verdicts(
-        self, tool: ToolDefinition, arguments: dict[str, Any]
-    ) -> list[policy.RuleVerdict]:
-        rules = policy.rules_for(self.tenant, self.version_key)
-        return policy.call_rule_verdicts(rules, self.version, tool.name, tool.approval, arguments)
-
-    def note_labels(self, call_id: str, tool: ToolDefinition) -> None:
-        for label in tool.carries:
-            if label not in self.held:
-                held = policy.HeldLabelValue(label, call_id, tool.name)
-                self.held[label] = held
-                self.new_labels.append(held)
+    def hold_labels(self, labels: list[policy.HeldLabelValue]) -> None:
+        for held in labels:
+            self.held[held.label] = held
+        self.new_labels += labels
 
     def hold(self, approval: policy.ToolApproval) -> None:
         """A call held for approval: the approval counts from now on in this drive, and is
@@ -203,10 +196,11 @@ class Decided:
 
 
 def decide_tool_calls(calls: Sequence[ToolCall], scope: CallScope) -> Decided:
-    """Put each call through the policy; nothing runs yet."""
+    """Put each call through the decision chain and act on its decision; nothing runs yet."""
     decided = Decided()
+    ports = LivePorts(scope.agent, scope.registry, scope.policy, scope.guard)
     for call in calls:
-        outcome = _decide(call, scope)
+        outcome = _act_on(call, decide_call(call, ports), scope)
         if isinstance(outcome, PlannedCall):
             decided.allowed.append((call, outcome))
         elif outcome[0] is None:
@@ -243,47 +237,65 @@ def execute_decided(decided: Decided, scope: CallScope) -> None:
     )
 
 
-def _questions(scope: CallScope) -> PolicyQuestions:
-    def acl(call: ToolCall, tool: ToolDefinition) -> policy.Decision:
-        decision = scope.policy.authorize(tool)
-        check = PolicyCheck(
-            call.id,
-            call.name,
-            "acl",
-            refused=not decision.allowed,
-            allowed=decision.allowed,
-            rule=list(decision.rule),
-            reason=decision.reason,
-            policy_version=scope.policy.version,
-            extra={"scopes": list(tool.access)},
-        )
+@dataclass(frozen=True)
+class LivePorts:
+    """``decide_call``'s ports, live: the drive's policy (ACL decisions and rules cached per
+    policy version, the run's approvals and labels) and the run's guard (its tool-call
+    limits, counted in memory; the tenant's daily count, charged where it is kept)."""
+
+    agent: AgentSpec
+    registry: ToolRegistry
+    drive: DrivePolicy
+    guard: RunGuard
+
+    @property
+    def policy_version(self) -> int:
+        return self.drive.version
+
+    @property
+    def labels(self) -> dict[str, Any]:
+        return self.drive.held
+
+    def acl(self, tool: ToolDefinition) -> policy.Decision:
+        return self.drive.authorize(tool)
+
+    def rules(self) -> tuple[policy.RuleSpec, ...]:
+        return self.drive.rules()
+
+    def approval(self, call_id: str) -> CallApproval | None:
+        return self.drive.approval_state(call_id)
+
+    def hold_granted(self, call: ToolCall) -> bool:
+        return False  # a call held now waits for a human
+
+    def tool_calls(self, tool: str) -> ToolCallCount:
+        return self.guard.tool_calls(tool)
+
+    def charge_tool_call(self, tool: str) -> LimitRefusal | None:
+        return self.guard.charge_tool_call(tool)
+
+    def hold_labels(self, labels: list[policy.HeldLabelValue]) -> None:
+        self.drive.hold_labels(labels)
+
+
+def _act_on(
+    call: ToolCall, decision: Decision, scope: CallScope
+) -> tuple[Message | None, bool] | PlannedCall:
+    """A decision as the engine acts on it: its policy checks recorded (spans and audit
+    records), a held call's approval noted; returns a refusal (message, False), a hold
+    (None, False), or the call ready to execute."""
+    checks = decision.checks
+    if decision.outcome == Outcome.HELD:
+        checks = (*checks[:-1], _hold(call, decision, scope))
+    for check in checks:
         _record_check(scope, call, check)
-        return decision
-
-    return PolicyQuestions(
-        acl=acl,
-        chain=scope.policy.chain,
-        callable_tools=lambda: [
-            t.name for t in scope.policy.visible_tools(scope.agent, scope.registry)
-        ],
-    )
-
-
-def _decide(call: ToolCall, scope: CallScope) -> tuple[Message | None, bool] | PlannedCall:
-    """A refusal (message, False), a hold for approval (None, False), or the call ready to
-    execute."""
-    pre = precheck_call(call, scope.agent, scope.registry, _questions(scope))
-    if pre.check == "acl":
-        return tool_message(call, error=pre.error), False
-    if pre.check == "chain":
-        return _refuse_by_rule(call, scope, pre.chain, "chain")
-    if pre.check:
-        return _refuse(call, scope, pre.error, rule=pre.check)
-    tool = pre.tool
-    gated = _approval_and_limits(call, tool, scope, pre.chain)
-    if gated is not None:
-        return gated
-    arguments = scope.policy.edits.get(call.id, ("", call.arguments))[1]
+    edited = (decision.edited_by, decision.arguments or {}) if decision.edited_by else None
+    if decision.outcome == Outcome.REFUSED:
+        return tool_message(call, error=decision.error, edited=edited), False
+    if decision.outcome != Outcome.RUN:
+        return None, False
+    if edited is not None:
+        scope.policy.edits[call.id] = edited
     context = ToolContext(
         tenant=scope.tenant,
         user_id=scope.user_id,
@@ -291,7 +303,47 @@ def _decide(call: ToolCall, scope: CallScope) -> tuple[Message | None, bool] | P
         call_id=call.id,
         idempotency_key=f"{scope.run_id}:{call.id}",
     )
+    # A call that runs has its tool and its arguments.
+    tool, arguments = cast(ToolDefinition, decision.tool), cast(dict, decision.arguments)
     return PlannedCall(tool=tool, arguments=arguments, context=context)
+
+
+def _hold(call: ToolCall, decision: Decision, scope: CallScope) -> PolicyCheck:
+    """A held call's approval round, built and noted (written with the step: fenced, a
+    driver that lost the run leaves none); returns the hold's policy check with what names
+    the approval, which has no row id until the step commits it."""
+    # A held call has its tool, the rule that holds it, and its arguments.
+    tool, verdict = cast(ToolDefinition, decision.tool), cast(policy.RuleVerdict, decision.verdict)
+    arguments, earlier = cast(dict, decision.arguments), decision.approval
+    # Held again for an approver's edit: the next round, for the edited arguments (sealed
+    # with it: they are not in the conversation).
+    again = (
+        {} if earlier is None else {"round": earlier.round + 1, "sealed_arguments": seal(arguments)}
+    )
+    approval = policy.build_approval(
+        tenant=scope.tenant,
+        run_id=scope.run_id,
+        call_id=call.id,
+        tool=call.name,
+        user_id=scope.user_id,
+        arguments=arguments,
+        # Approvers see the arguments masked; the decision binds to the clear ones' hash.
+        display_arguments=scope.tracer.mask(arguments, tool.sensitive.get("arguments") or {}),
+        rule=verdict.rule,
+        reason=verdict.reason,
+        policy_version=verdict.version,
+        self_approval=tool.self_approval,  # four eyes unless the tool file says otherwise
+        **again,
+    )
+    scope.policy.hold(approval)
+    extra = {
+        "arguments_sha256": approval.arguments_sha256,
+        "expires_at": approval.expires_at.isoformat(),
+    }
+    if earlier is not None:
+        extra |= {"round": approval.round, "edited_by": decision.edited_by}
+    held = decision.checks[-1]
+    return replace(held, extra=held.extra | extra)
 
 
 def _record_outcome(
@@ -352,258 +404,3 @@ def _record_check(scope: CallScope, call: ToolCall, check: PolicyCheck) -> None:
         if check.refused:
             span.fail(SpanStatus.REFUSED)
         scope.tracer.audit(span, AuditKind.POLICY_DECISION, attributes)
-
-
-def _verdict_check(
-    call: ToolCall, check: str, verdict: policy.RuleVerdict, **fields: Any
-) -> PolicyCheck:
-    """A rule's verdict on ``call`` as a policy check (the rule's label and source, if any,
-    go along)."""
-    attributes = verdict.attributes()
-    known = {"rule": attributes.pop("rule"), "reason": attributes.pop("reason")}
-    known["policy_version"] = attributes.pop("policy_version")
-    return PolicyCheck(call.id, call.name, check, **known, **fields, extra=attributes)
-
-
-def _refuse(
-    call: ToolCall, scope: CallScope, error: ToolCallError, rule: str
-) -> tuple[Message, bool]:
-    check = PolicyCheck(
-        call.id, call.name, rule, refused=True, allowed=False, error=error.to_dict()
-    )
-    _record_check(scope, call, check)
-    return tool_message(call, error=error), False
-
-
-def _approval_and_limits(
-    call: ToolCall, tool: ToolDefinition, scope: CallScope, chain: policy.RuleVerdict
-) -> tuple[Message | None, bool] | None:
-    """Call rules and approvals, then the tool-call limits; ``None`` means "execute it"."""
-    arguments = call.arguments or {}
-    approval = scope.policy.approvals.get(call.id)
-    if approval is None:
-        verdict = scope.policy.call_rules(tool, arguments)
-        gate = rule_gate(verdict, chain)
-        if gate is not None:
-            if gate[0] == "refuse":
-                return _refuse_by_rule(call, scope, gate[1], "call_rule")
-            return _hold(call, tool, scope, gate[1])
-    elif approval.status == policy.ApprovalStatus.PENDING:
-        return None, False
-    elif approval.status != policy.ApprovalStatus.APPROVED:
-        return _refuse_unapproved(call, scope, approval)
-    else:
-        decided = _redecide_approved(call, tool, scope, approval)
-        if decided is not None:
-            return decided
-    refusal = scope.guard.admit_tool_call(tool.name)
-    if refusal is not None:
-        return _refuse(call, scope, limit_error(call, refusal.rule, refusal.reason), rule="limit")
-    # The run holds the labels from now on, even if the call then fails: it may have read.
-    scope.policy.note_labels(call.id, tool)
-    return None
-
-
-def _redecide_approved(
-    call: ToolCall, tool: ToolDefinition, scope: CallScope, approval: policy.ToolApproval
-) -> tuple[Message | None, bool] | None:
-    """An approved call, re-decided before it runs: the arguments held must be the approved
-    ones; an approver's edit is read back (``_read_edits``); then the call rules of today
-    decide the arguments it would run with against the ones the approver was asked about
-    (``recheck_call_rules``): a refusal refuses it (refusal beats approval), a require_approval
-    rule only the edited arguments match holds it again for a new round. ``None``: run it."""
-    held = _held_arguments(call, approval)
-    if held is None:
-        return _refuse_unapproved(call, scope, approval)
-    runs_with = held
-    if approval.edited_arguments_sha256:
-        edited = _read_edits(call, tool, scope, approval)
-        if not isinstance(edited, dict):
-            return edited
-        runs_with = edited
-    editor = (
-        approval.decided_by
-        if approval.edited_arguments_sha256
-        else scope.policy.editors.get(call.id, "")
-    )
-    gate = recheck_call_rules(
-        scope.policy.call_rule_verdicts(tool, held),
-        scope.policy.call_rule_verdicts(tool, runs_with),
-    )
-    changed = {"edited_by": editor, "round": approval.round} if editor else {}
-    if gate is not None and gate[0] == "refuse":
-        check = _verdict_check(call, "call_rule", gate[1], refused=True, allowed=False)
-        _record_check(scope, call, replace(check, extra=check.extra | changed))
-        edited_info = (editor, runs_with) if editor else None
-        return tool_message(call, error=rule_error(call, gate[1]), edited=edited_info), False
-    if gate is not None:
-        return _hold_again(call, tool, scope, approval, runs_with, gate[1], editor)
-    if not editor:
-        return None
-    check = PolicyCheck(
-        call.id,
-        call.name,
-        "approval",
-        allowed=True,
-        rule=approval.rule,
-        policy_version=approval.policy_version,
-        decision=approval.status,
-        decided_by=approval.decided_by,
-        extra={
-            "edited": True,
-            "edited_by": editor,
-            "round": approval.round,
-            "arguments_sha256": approval.arguments_sha256,
-            "edited_arguments_sha256": policy.hash_arguments(runs_with),
-        },
-    )
-    _record_check(scope, call, check)
-    scope.policy.edits[call.id] = (editor, runs_with)
-    return None
-
-
-def _held_arguments(call: ToolCall, approval: policy.ToolApproval) -> dict[str, Any] | None:
-    """The arguments the approval round was asked about, if they are the ones it names: the
-    model's own for the first round, an earlier approver's edit (sealed with the round) for
-    the next ones."""
-    held = call.arguments if approval.round == 1 else unseal(approval.sealed_arguments, None)
-    if not isinstance(held, dict) or policy.hash_arguments(held) != approval.arguments_sha256:
-        return None
-    return held
-
-
-def _read_edits(
-    call: ToolCall, tool: ToolDefinition, scope: CallScope, approval: policy.ToolApproval
-) -> dict[str, Any] | tuple[Message, bool]:
-    """An approval with edits: the approver's arguments — read back from their sealed copy,
-    checked against the hash the approval recorded and against the tool's schema of today —
-    or the refusal if they cannot be."""
-    edited = unseal(approval.sealed_edited_arguments, None)
-    if not isinstance(edited, dict) or policy.hash_arguments(edited) != (
-        approval.edited_arguments_sha256
-    ):
-        error = ToolCallError(
-            ToolErrorCode.APPROVAL_DENIED,
-            f"{call.name} was not run: the approver's changed arguments could not be read "
-            "back as approved. Do not retry it; tell the user.",
-            {"tool": call.name, "approval": approval.status, "rule": approval.rule},
-        )
-        return _refuse(call, scope, error, rule="approval")
-    violations = find_violations(tool, edited)
-    if violations:
-        error = ToolCallError(
-            ToolErrorCode.INVALID_ARGUMENTS,
-            summarize_violations(call.name, violations),
-            {"tool": call.name, "violations": violations, "edited_by": approval.decided_by},
-        )
-        return _refuse(call, scope, error, rule="schema")
-    return edited
-
-
-def _hold_again(
-    call: ToolCall,
-    tool: ToolDefinition,
-    scope: CallScope,
-    approval: policy.ToolApproval,
-    arguments: dict[str, Any],
-    verdict: policy.RuleVerdict,
-    editor: str,
-) -> tuple[Message | None, bool]:
-    """The edited call matches a require_approval rule the held one did not: held again, as
-    the next round, for the edited arguments (sealed with it: they are not in the
-    conversation)."""
-    again = policy.build_approval(
-        tenant=scope.tenant,
-        run_id=scope.run_id,
-        call_id=call.id,
-        tool=call.name,
-        user_id=scope.user_id,
-        arguments=arguments,
-        display_arguments=scope.tracer.mask(arguments, tool.sensitive.get("arguments") or {}),
-        rule=verdict.rule,
-        reason=verdict.reason,
-        policy_version=verdict.version,
-        self_approval=tool.self_approval,
-        round=approval.round + 1,
-        sealed_arguments=seal(arguments),
-    )
-    scope.policy.hold(again)
-    held = _verdict_check(call, "approval", verdict, held=True)
-    extra = {
-        "arguments_sha256": again.arguments_sha256,
-        "expires_at": again.expires_at.isoformat(),
-        "round": again.round,
-        "edited_by": editor,
-    }
-    _record_check(scope, call, replace(held, extra=held.extra | extra))
-    return None, False
-
-
-def _hold(
-    call: ToolCall, tool: ToolDefinition, scope: CallScope, verdict: policy.RuleVerdict
-) -> tuple[Message | None, bool]:
-    approval = policy.build_approval(
-        tenant=scope.tenant,
-        run_id=scope.run_id,
-        call_id=call.id,
-        tool=call.name,
-        user_id=scope.user_id,
-        arguments=call.arguments or {},
-        # Approvers see the arguments masked; the decision binds to the clear ones' hash.
-        display_arguments=scope.tracer.mask(
-            call.arguments or {}, tool.sensitive.get("arguments") or {}
-        ),
-        rule=verdict.rule,
-        reason=verdict.reason,
-        policy_version=verdict.version,
-        self_approval=tool.self_approval,  # four eyes unless the tool file says otherwise
-    )
-    scope.policy.hold(approval)
-    # The approval is named by the run and the call id (it has no row id until the step
-    # commits it).
-    held = _verdict_check(call, "approval", verdict, held=True)
-    extra = {
-        "arguments_sha256": approval.arguments_sha256,
-        "expires_at": approval.expires_at.isoformat(),
-    }
-    _record_check(scope, call, replace(held, extra=held.extra | extra))
-    return None, False
-
-
-def _refuse_by_rule(
-    call: ToolCall, scope: CallScope, verdict: policy.RuleVerdict, check: str
-) -> tuple[Message, bool]:
-    error = rule_error(call, verdict)
-    _record_check(scope, call, _verdict_check(call, check, verdict, refused=True, allowed=False))
-    return tool_message(call, error=error), False
-
-
-def _refuse_unapproved(
-    call: ToolCall, scope: CallScope, approval: policy.ToolApproval
-) -> tuple[Message, bool]:
-    if approval.status == policy.ApprovalStatus.APPROVED:
-        why = "its arguments differ from the approved ones"
-    elif approval.status == policy.ApprovalStatus.EXPIRED:
-        why = "nobody approved it before the approval expired"
-    else:
-        why = f"{approval.decided_by} denied it" + (
-            f" ({approval.comment})" if approval.comment else ""
-        )
-    error = ToolCallError(
-        ToolErrorCode.APPROVAL_DENIED,
-        f"{call.name} was not run: {why}. Do not retry it; tell the user.",
-        {"tool": call.name, "approval": approval.status, "rule": approval.rule},
-    )
-    check = PolicyCheck(
-        call.id,
-        call.name,
-        "approval",
-        refused=True,
-        allowed=False,
-        rule=approval.rule,
-        policy_version=approval.policy_version,
-        decision=approval.status,
-        decided_by=approval.decided_by,
-    )
-    _record_check(scope, call, check)
-    return tool_message(call, error=error), False

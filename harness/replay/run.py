@@ -3,11 +3,12 @@ policy change previewed over a tenant's last runs — before it is saved.
 
 Replay reads what the run recorded — the model's responses and the tool results, from the
 run's sealed (clear) conversation, or from the masked audit records where there is none — and
-puts every proposed tool call through the same decision chain as the loop (``precheck_call``
-and ``rule_gate`` of ``harness.engine.decisions``), asking the policy through an in-memory
-``PolicySnapshot``. It never calls a model, never executes a tool and writes nothing: no span,
-audit record, approval, label, ledger charge or limit counter. The labels a run holds (chain
-rules) and the tool calls it made (limits) are counted in memory.
+puts every proposed tool call through the loop's own decision function
+(``harness.engine.decisions.decide_call``) with dry ports (``_DryPorts``): an in-memory
+``PolicySnapshot``, no approvals (a call today's rules hold counts as approved if the recorded
+run executed it), and the labels the run holds (chain rules) and the tool calls it made
+(limits) counted in memory. It never calls a model, never executes a tool and writes nothing:
+no span, audit record, approval, label, ledger charge or limit counter.
 
 Each call gets a verdict before (what the run recorded) and after (today): ``allowed``,
 ``refused`` (by which check and rule), ``needs_approval`` or ``not_executed`` (the loop's
@@ -30,13 +31,13 @@ from typing import Any, cast
 from gateway.messages import Message, ToolCall
 from gateway.services import parse_tool_arguments
 from harness.agent_registry import AgentSpec, get_agent
-from harness.engine.conversation import load_run_messages
+from harness.engine.conversation import load_run_messages, run_start
 from harness.engine.decisions import (
-    PolicyQuestions,
-    limit_error,
-    precheck_call,
-    rule_error,
-    rule_gate,
+    Decision,
+    LimitRefusal,
+    Outcome,
+    ToolCallCount,
+    decide_call,
     tool_message,
 )
 from harness.engine.honesty import check_answer
@@ -44,7 +45,7 @@ from harness.engine.span_records import PolicyCheck
 from harness.errors import HarnessError, ReplayUnavailable
 from harness.models import Run, RunStatus
 from policy import services as policy
-from tools.errors import ToolErrorCode, ToolFilesInvalid
+from tools.errors import ToolCallError, ToolErrorCode, ToolFilesInvalid
 from tools.services import ToolDefinition, ToolRegistry, get_tool_registry
 from traces.queries import get_trace
 from traces.services import unseal
@@ -55,8 +56,6 @@ ALLOWED, REFUSED, NEEDS_APPROVAL, NOT_EXECUTED = (
     "needs_approval",
     "not_executed",
 )
-MAX_WHAT_IF_RUNS = 200
-
 # Tool errors the policy produces, and the check each comes from (when the trace has no span).
 _REFUSAL_CODES = {
     ToolErrorCode.UNKNOWN_TOOL: "tool_enabled",
@@ -194,7 +193,7 @@ def replay_run(run: Run, snapshot: policy.PolicySnapshot | None = None) -> Repla
         ) from exc
     recorded = _recorded_conversation(run)
     spans = _policy_spans(run.request_id)
-    state = _DryRun(run, agent, registry, snapshot)
+    ports = _DryPorts(run, agent, registry, snapshot)
     calls: list[CallReplay] = []
     replayed: list[Message] = []
     results = {m.tool_call_id: m for m in recorded.messages if m.role == "tool"}
@@ -209,7 +208,7 @@ def replay_run(run: Run, snapshot: policy.PolicySnapshot | None = None) -> Repla
         for call in sorted(message.tool_calls, key=lambda c: c.index):
             result = results.get(call.id)
             before = _recorded_verdict(call, result, spans.get(call.id, []))
-            replay, shown = state.decide(call, before, result)
+            replay, shown = _replay_call(ports, call, before, result)
             replay.step = step
             calls.append(replay)
             if shown is not None:
@@ -227,9 +226,36 @@ def replay_run(run: Run, snapshot: policy.PolicySnapshot | None = None) -> Repla
     )
 
 
-class _DryRun:
-    """The decision chain for one run's calls, without side effects: labels and call counts
-    are kept here, the policy is a snapshot."""
+def _replay_call(
+    ports: _DryPorts, call: ToolCall, before: Verdict, result: Message | None
+) -> tuple[CallReplay, Message | None]:
+    """Today's verdict on ``call`` and the result the model would be shown (the recorded one
+    where the call ran then and would run now; ``None`` while held)."""
+    today = _reparsed(call)
+    replay = CallReplay(0, call.id, call.name, before, before)
+    if today.arguments != call.arguments:
+        replay.arguments_changed = True
+        replay.recorded_arguments = call.arguments
+        replay.arguments = today.arguments
+    if before.verdict == NOT_EXECUTED:
+        return replay, result
+    executed_then = before.verdict in (ALLOWED, NEEDS_APPROVAL) and _ran(result)
+    if executed_then:
+        ports.ran_then.add(call.id)
+    decision = decide_call(today, ports)
+    replay.after = _verdict(decision)
+    if decision.outcome == Outcome.REFUSED:
+        return replay, tool_message(today, error=decision.error)
+    if executed_then or decision.outcome != Outcome.RUN:
+        return replay, result  # ran then and now; or held now, with no result to show
+    return replay, _not_recorded(today)
+
+
+class _DryPorts:
+    """``decide_call``'s ports in replay: the policy snapshot; no approvals (a call the rules
+    hold today counts as approved if the recorded run executed it: ``ran_then``); the labels
+    the run holds and its tool calls, counted here from none. The tenant's daily tool calls
+    are not replayed: they belong to the day the run ran."""
 
     def __init__(
         self, run: Run, agent: AgentSpec, registry: ToolRegistry, snapshot: policy.PolicySnapshot
@@ -238,85 +264,60 @@ class _DryRun:
         self.registry = registry
         self.snapshot = snapshot
         self.user = run.user_id
-        self.held: dict[str, policy.HeldLabelValue] = {}
+        self.labels: dict[str, policy.HeldLabelValue] = {}
         self.limits = policy.run_tool_limits(str(run.id))
         self.calls_total = 0
         self.calls_per_tool: dict[str, int] = {}
-        self.ask = PolicyQuestions(
-            acl=lambda call, tool: snapshot.authorize_scopes(self.user, tool.access),
-            chain=lambda tool: snapshot.check_chain_rules(
-                tool.name, tool.carries, tool.sink, self.held
-            ),
-            callable_tools=self._callable_tools,
+        self.ran_then: set[str] = set()
+
+    @property
+    def policy_version(self) -> int:
+        return self.snapshot.version
+
+    def acl(self, tool: ToolDefinition) -> policy.Decision:
+        return self.snapshot.authorize_scopes(self.user, tool.access)
+
+    def rules(self) -> tuple[policy.RuleSpec, ...]:
+        return self.snapshot.rules
+
+    def approval(self, call_id: str) -> None:
+        return None
+
+    def hold_granted(self, call: ToolCall) -> bool:
+        return call.id in self.ran_then
+
+    def tool_calls(self, tool: str) -> ToolCallCount:
+        return ToolCallCount(
+            self.calls_per_tool.get(tool, 0),
+            self.calls_total,
+            self.limits.calls_per_tool_limit,
+            self.limits.tool_calls_limit,
         )
 
-    def _callable_tools(self) -> list[str]:
-        tools = (self.registry.get(name) for name in self.agent.tools)
-        return [
-            tool.name
-            for tool in tools
-            if tool
-            and tool.enabled
-            and self.snapshot.authorize_scopes(self.user, tool.access).allowed
-        ]
-
-    def decide(
-        self, call: ToolCall, before: Verdict, result: Message | None
-    ) -> tuple[CallReplay, Message | None]:
-        """Today's verdict on ``call`` and the result the model would be shown (the recorded
-        one where the call ran then and would run now; ``None`` while held)."""
-        today = _reparsed(call)
-        replay = CallReplay(0, call.id, call.name, before, before)
-        if today.arguments != call.arguments:
-            replay.arguments_changed = True
-            replay.recorded_arguments = call.arguments
-            replay.arguments = today.arguments
-        if before.verdict == NOT_EXECUTED:
-            return replay, result
-        executed_then = before.verdict in (ALLOWED, NEEDS_APPROVAL) and _ran(result)
-        pre = precheck_call(today, self.agent, self.registry, self.ask)
-        if pre.check:
-            rule = pre.chain.rule if pre.check == "chain" and pre.chain else ""
-            replay.after = Verdict(
-                REFUSED, pre.check, rule, pre.error.message, tuple(pre.violations)
-            )
-            return replay, tool_message(today, error=pre.error)
-        # A call that passed the prechecks has its tool and its chain verdict.
-        tool, chain = cast(ToolDefinition, pre.tool), cast(policy.RuleVerdict, pre.chain)
-        verdict = self.snapshot.check_call_rules(tool.name, tool.approval, today.arguments or {})
-        gate = rule_gate(verdict, chain)
-        if gate is not None and gate[0] == "refuse":
-            replay.after = Verdict(REFUSED, "call_rule", gate[1].rule, gate[1].reason)
-            return replay, tool_message(today, error=rule_error(today, gate[1]))
-        if gate is not None:
-            replay.after = Verdict(NEEDS_APPROVAL, "approval", gate[1].rule, gate[1].reason)
-            if not executed_then:
-                return replay, result  # held then and now, or held now: no result to show
-        refusal = self._count(tool)
-        if refusal is not None:
-            replay.after = Verdict(REFUSED, "limit", refusal[0], refusal[1])
-            return replay, tool_message(today, error=limit_error(today, *refusal))
-        for label in tool.carries:
-            self.held.setdefault(label, policy.HeldLabelValue(label, call.id, tool.name))
-        if gate is None:
-            replay.after = Verdict(ALLOWED)
-        if executed_then:
-            return replay, result
-        return replay, _not_recorded(today)
-
-    def _count(self, tool: ToolDefinition) -> tuple[str, str] | None:
-        """The run's tool-call limits, counted in memory (the tenant's daily count is not
-        replayed: it belongs to the day the run ran)."""
-        per_tool = self.limits.calls_per_tool_limit
-        used = self.calls_per_tool.get(tool.name, 0)
-        if per_tool is not None and used >= per_tool:
-            return "max_calls_per_tool", f"this run may call {tool.name} at most {per_tool} times"
-        total = self.limits.tool_calls_limit
-        if total is not None and self.calls_total >= total:
-            return "max_tool_calls_per_run", f"this run may make {total} tool calls"
-        self.calls_per_tool[tool.name] = used + 1
+    def charge_tool_call(self, tool: str) -> LimitRefusal | None:
+        self.calls_per_tool[tool] = self.calls_per_tool.get(tool, 0) + 1
         self.calls_total += 1
         return None
+
+    def hold_labels(self, labels: list[policy.HeldLabelValue]) -> None:
+        self.labels.update((held.label, held) for held in labels)
+
+
+def _verdict(decision: Decision) -> Verdict:
+    """Today's decision as a verdict."""
+    rule = decision.verdict
+    if decision.limit is not None:
+        return Verdict(REFUSED, "limit", decision.limit.rule, decision.limit.reason)
+    if decision.outcome == Outcome.REFUSED and decision.check == "call_rule":
+        refusing = cast(policy.RuleVerdict, rule)
+        return Verdict(REFUSED, "call_rule", refusing.rule, refusing.reason)
+    if decision.outcome == Outcome.REFUSED:
+        message = cast(ToolCallError, decision.error).message
+        named = rule.rule if rule else ""  # the chain rule that refused it, if one did
+        return Verdict(REFUSED, decision.check, named, message, decision.violations)
+    if rule is not None:  # held now, or let through by the approval the run had then
+        return Verdict(NEEDS_APPROVAL, "approval", rule.rule, rule.reason)
+    return Verdict(ALLOWED)
 
 
 def _reparsed(call: ToolCall) -> ToolCall:
@@ -436,15 +437,8 @@ def _recorded_conversation(run: Run) -> _Recorded:
         return _Recorded("sealed", stored, 0, sealed.get("answer"))
     if sealed.get("messages"):  # a run checkpointed whole, before conversations were appended
         messages = [Message.from_dict(m) for m in sealed["messages"]]
-        return _Recorded("sealed", messages, _run_start(messages), sealed.get("answer"))
+        return _Recorded("sealed", messages, run_start(messages), sealed.get("answer"))
     return _from_audit(run)
-
-
-def _run_start(messages: list[Message]) -> int:
-    """A run's own messages follow its input, the last user message (earlier turns of its
-    session come before it)."""
-    users = [i for i, m in enumerate(messages) if m.role == "user"]
-    return users[-1] if users else 0
 
 
 def _from_audit(run: Run) -> _Recorded:

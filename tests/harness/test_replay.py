@@ -554,3 +554,72 @@ def test_limits_lowered_after_the_run_show_where_its_calls_are_now_refused(
     assert [c["divergence"] for c in report["divergences"]] == ["now_refused"] * len(refused_at)
     first = refused_at[0][0]
     assert report["first_divergence"]["call_id"] == report["calls"][first]["call_id"]
+
+
+def test_a_run_rebuilt_from_the_masked_audit_replays_as_its_clear_copy_does(acme, agent_dir):
+    """Refusals (whose span carries the error), a failed tool, allowed calls: the run rebuilt
+    from the audit records gets the same verdicts, before and after, as its clear copy."""
+    run = run_script(
+        acme,
+        agent_dir,
+        [
+            call("update_ticket", ticket_id=TICKET, action="assign"),  # schema
+            call("always_fails"),
+            call("get_ticket", ticket_id=TICKET),
+            call("no_such_tool"),
+            {"text": "I read the ticket."},
+        ],
+        tools=["get_ticket", "update_ticket", "always_fails"],
+        max_steps=10,
+    )
+    assert run["status"] == "succeeded"
+
+    def decided(report: dict[str, Any]) -> list[tuple[Any, ...]]:
+        def verdict(side: dict[str, Any]) -> tuple[Any, ...]:
+            return (side["verdict"], side.get("check"), side.get("rule"))
+
+        return [
+            (c["call_id"], c["tool"], c["divergence"], verdict(c["before"]), verdict(c["after"]))
+            for c in report["calls"]
+        ]
+
+    clear = replay(acme, run)
+    Run.objects.filter(id=run["id"]).update(sealed="")
+    RunMessage.objects.filter(run_id=run["id"]).update(sealed="")
+    rebuilt = replay(acme, run)
+
+    assert rebuilt["source"] == "audit"
+    assert decided(rebuilt) == decided(clear)
+    assert [c[3] for c in decided(clear)] == [
+        ("refused", "schema", None),
+        ("allowed", None, None),
+        ("allowed", None, None),
+        ("refused", "tool_enabled", None),
+    ]
+    assert rebuilt["answer"] == clear["answer"]
+
+
+def test_a_call_refused_then_and_allowed_now_has_no_result_and_the_answer_is_rechecked(
+    acme, agent_dir
+):
+    """The call did not run then: replay has no result for it, only that it would run; the
+    recorded answer saying it did not happen now contradicts that, and is corrected."""
+    rule = {"name": "no-assign", "kind": "call", "tool": "update_ticket", "effect": "refuse"}
+    assert acme.post("/api/v1/policies/rules", rule, **ADMIN).status_code == 201
+    run = run_script(
+        acme,
+        agent_dir,
+        [call("update_ticket", **ASSIGN), {"text": "I did not assign the ticket."}],
+    )
+    assert replay(acme, run)["answer"]["changed"] is False
+    assert acme.send("delete", "/api/v1/policies/rules/no-assign", **ADMIN).status_code == 200
+
+    report = replay(acme, run)
+
+    [divergence] = report["divergences"]
+    assert (divergence["divergence"], divergence["after"]) == (
+        "now_allowed",
+        {"verdict": "allowed"},
+    )
+    assert report["answer"]["changed"] is True
+    assert "update_ticket" in report["answer"]["replayed"]

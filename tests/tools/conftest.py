@@ -31,15 +31,6 @@ def _handler_state() -> Any:
     handlers.release.set()  # a hung test handler ends instead of holding a worker thread
 
 
-@pytest.fixture
-def tool_dir(tmp_path: Path, settings: Any) -> Path:
-    """A folder of extra tool files, added to HARNESS_TOOL_DIRS for this test."""
-    folder = tmp_path / "tool-files"
-    folder.mkdir()
-    settings.HARNESS_TOOL_DIRS = [*settings.HARNESS_TOOL_DIRS, folder]
-    return folder
-
-
 @dataclass
 class ScriptedRun:
     """A finished run and what the model was shown."""
