@@ -18,6 +18,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from core.errors import DomainError
 from experiments.errors import ExperimentError
 from experiments.errors import ExperimentErrorCode as Code
 from experiments.models import (
@@ -30,7 +31,6 @@ from experiments.models import (
 )
 from gateway.messages import Message
 from harness.agent_registry import AgentSpec
-from harness.errors import HarnessError
 from harness.models import TERMINAL_STATUSES, Run, RunMode, Tenant
 from harness.queries import access_run_by_id
 from tools.errors import ToolErrorCode
@@ -339,7 +339,7 @@ def run_item(experiment_item_id: str) -> ExperimentItem:
             row.status = ExperimentStatus.SUCCEEDED
         except Exception as exc:  # any failure is the item's: never a stuck experiment
             logger.warning("experiment item %s failed", row.id, exc_info=True)
-            message = exc.message if isinstance(exc, HarnessError) else str(exc)
+            message = exc.message if isinstance(exc, DomainError) else str(exc)
             row.status, row.verdict, row.error = ExperimentStatus.FAILED, Verdict.ERROR, message
     row.finished_at = timezone.now()
     row.save(update_fields=["run", "status", "verdict", "score", "error", "finished_at"])

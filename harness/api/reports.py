@@ -9,24 +9,22 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from harness.api.serializers import PatternField, QueryFilters
-from harness.errors import ErrorCode
+from harness.errors import ErrorCode, HarnessError
 from harness.reports import DIMENSIONS, CostFilter, cost_report
 
 # A tenant's own report: grouping by tenant would only repeat its name.
 TENANT_DIMENSIONS = [name for name in DIMENSIONS if name != "tenant"]
 
 
-class InvertedRange(Exception):
+class InvertedRange(HarnessError):
     """'to' before 'from': each a valid day, the range empty. Understood, refused: 422."""
 
     http_status = 422
     code = ErrorCode.INVALID_REQUEST
 
     def __init__(self) -> None:
-        super().__init__("'to' is before 'from'.")
-        self.message = "'to' is before 'from'."
-        self.details = {"fields": {"to": [self.message]}}
-        self.headers: dict[str, str] = {}
+        message = "'to' is before 'from'."
+        super().__init__(message, {"fields": {"to": [message]}})
 
 
 class CostReportQuerySerializer(QueryFilters):

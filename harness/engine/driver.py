@@ -26,6 +26,7 @@ import threading
 from django.db import DatabaseError, transaction
 from django.utils import timezone
 
+from core.errors import DomainError
 from gateway.messages import Message, ToolCall
 from harness import webhooks
 from harness.agent_registry import get_agent
@@ -48,10 +49,8 @@ from harness.engine.step import (
 )
 from harness.engine.tool_calls import CallScope, DrivePolicy
 from harness.engine.writes import StepWrites
-from harness.errors import HarnessError
 from harness.events import EventType, last_sequence
 from harness.models import Run, RunStatus, Session
-from tools.errors import ToolFilesInvalid
 from tools.services import get_tool_registry
 from traces.services import (
     AuditKind,
@@ -165,7 +164,7 @@ def _drive(drive: Drive) -> Run:
             from experiments.recorded import experiment_setup
 
             drive.agent, registry = experiment_setup(run, drive.agent, registry)
-    except (HarnessError, ToolFilesInvalid) as exc:
+    except DomainError as exc:  # an agent or tool file, an experiment's setup
         outcome = StepOutcome(RunStatus.FAILED, detail=str(exc), reason=StopReason.CONFIGURATION)
         return _finish(drive, outcome)
     drive.scope = CallScope(
