@@ -298,7 +298,7 @@ def run_item(experiment_item_id: str) -> ExperimentItem:
     """Run one item through the real engine as an experiment run, and score it. Safe to
     redeliver: only the caller that moves the item from queued runs it."""
     from experiments.scoring import score_item
-    from harness.services import RunRequest, cancel_run, create_run, execute_run
+    from harness.runs import RunRequest, cancel_run, create_run, execute_run
 
     now = timezone.now()
     claimed = ExperimentItem.objects.filter(

@@ -2,27 +2,27 @@
 
 from celery import shared_task
 
-from harness import services, webhooks
+from harness import runs, webhooks
 
 
 @shared_task(name="harness.execute_run", acks_late=True)
 def execute_run_task(run_id: str) -> None:
     """Drive a queued run: a new one, one resumed after its approvals, one handed off by a
     sync request, or one whose driver died. Safe to redeliver: only the claimer drives it."""
-    services.execute_run(run_id)
+    runs.execute_run(run_id)
 
 
 @shared_task(name="harness.resume_run", acks_late=True)
 def resume_run_task(run_id: str) -> None:
     """Messages queued under the name resumes had before they were folded into
     ``harness.execute_run``: the same work."""
-    services.execute_run(run_id)
+    runs.execute_run(run_id)
 
 
 @shared_task(name="harness.recover_stalled_runs")
 def recover_stalled_runs_task() -> int:
     """Beat: re-queue runs whose worker died and queued runs whose message was lost."""
-    return services.recover_stalled_runs()
+    return runs.recover_stalled_runs()
 
 
 @shared_task(name="harness.deliver_webhook", acks_late=True)

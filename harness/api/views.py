@@ -25,7 +25,7 @@ from harness.api.serializers import (
 from harness.errors import HarnessError
 from harness.queries import access_run_by_id, list_runs
 from harness.replay import replay_run, what_if
-from harness.services import RunRequest, cancel_run, decide_tool_call, start_run
+from harness.runs import RunRequest, cancel_run, decide_tool_call, start_run
 from harness.webhooks import UnsafeCallbackUrl
 from policy import services as policy
 from policy.api.serializers import WhatIfSerializer

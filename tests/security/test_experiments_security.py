@@ -15,7 +15,7 @@ import pytest
 from experiments import services
 from experiments.models import Dataset, Experiment
 from harness.models import RunMode, Tenant
-from harness.services import RunRequest, create_run, execute_run
+from harness.runs import RunRequest, create_run, execute_run
 from policy import services as policy
 from tests.experiments.helpers import make_dataset, recorded_runs
 from tests.factories import write_script, write_tool
