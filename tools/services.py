@@ -2,11 +2,11 @@
 
 from typing import Any
 
+from tools.context import ToolContext
 from tools.digest import result_for_model
 from tools.errors import ToolFilesInvalid
 from tools.executor import (
     PlannedCall,
-    ToolContext,
     ToolOutcome,
     execute_tool,
     execute_tool_calls,

@@ -8,7 +8,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from harness.api.serializers import PatternField, QueryFilters
+from core.serializers import PatternField
+from harness.api.serializers import QueryFilters
 from harness.errors import ErrorCode, HarnessError
 from harness.reports import DIMENSIONS, CostFilter, cost_report
 
