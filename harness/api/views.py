@@ -28,6 +28,7 @@ from harness.replay import replay_run, what_if
 from harness.runs import RunRequest, cancel_run, decide_tool_call, start_run
 from harness.webhooks import UnsafeCallbackUrl
 from policy import services as policy
+from policy.api.permissions import PolicyAdminOnly
 from policy.api.serializers import WhatIfSerializer
 from policy.api.views import RuleConflict
 from policy.errors import InvalidRule
@@ -187,7 +188,7 @@ class RunReplayView(APIView):
         return Response(replay_run(run).to_dict())
 
 
-class PolicyWhatIfView(APIView):
+class PolicyWhatIfView(PolicyAdminOnly, APIView):
     @extend_schema(
         request=WhatIfSerializer, responses={200: dict}, parameters=[ACTING_USER_PARAMETER]
     )
@@ -195,8 +196,6 @@ class PolicyWhatIfView(APIView):
         """The calls of the tenant's last ``limit`` runs a proposed policy change would change,
         before it is saved (nothing is). The acting user needs policy:admin."""
         tenant = request.user.tenant
-        user = request.headers.get("X-Harness-User", "").strip()
-        policy.require_scope(tenant.slug, user, policy.POLICY_ADMIN_SCOPE)
         body = WhatIfSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data

@@ -48,6 +48,7 @@ from harness.engine.step import (
     plan,
     tool_step,
     unanswered_calls,
+    usage_fields,
 )
 from harness.engine.tool_calls import CallScope, DrivePolicy
 from harness.engine.writes import StepWrites
@@ -349,12 +350,7 @@ def _finish(drive: Drive, outcome: StepOutcome) -> Run:
         "stop_reason": outcome.reason,
         "messages": tracer.mask([m.to_dict() for m in own]),
         "sealed": seal({"input": drive.clear_input, "answer": answer}),
-        "steps": run.steps,
-        "model_route": run.model_route,
-        "prompt_tokens": run.prompt_tokens,
-        "completion_tokens": run.completion_tokens,
-        "cost_usd": run.cost_usd,
-        **drive.guard.counters(),
+        **usage_fields(drive),
         **outcome_now,
     }
     if run.session_id:
@@ -405,12 +401,7 @@ def _last_resort(drive: Drive, outcome: StepOutcome) -> Run:
         "status_detail": outcome.detail,
         "stop_reason": outcome.reason,
         "sealed": seal({"input": drive.clear_input, "answer": answer}),
-        "steps": run.steps,
-        "model_route": run.model_route,
-        "prompt_tokens": run.prompt_tokens,
-        "completion_tokens": run.completion_tokens,
-        "cost_usd": run.cost_usd,
-        **drive.guard.counters(),
+        **usage_fields(drive),
     }
     try:
         for message in own[writes.next_message :]:

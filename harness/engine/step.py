@@ -216,28 +216,29 @@ def _event_finished(drive: Drive, call: ToolCall, message: Message, ok: bool) ->
 
 def _commit(drive: Drive, **fields: object) -> None:
     """Write the step so far in one fenced transaction; notes a cancellation request."""
-    run = drive.run
     outcome = outcome_fields(drive)
     if drive.scope is not None:
         drive.writes.inside(drive.scope.policy.write_noted)
-    fence = drive.writes.commit(
-        {
-            "steps": run.steps,
-            "model_route": run.model_route,
-            "prompt_tokens": run.prompt_tokens,
-            "completion_tokens": run.completion_tokens,
-            "cost_usd": run.cost_usd,
-            **drive.guard.counters(),
-            **outcome,
-            **fields,
-        }
-    )
+    fence = drive.writes.commit({**usage_fields(drive), **outcome, **fields})
     if fence is None:
         return
     if fence.cancel_requested:
         drive.cancel_requested = True
     if drive.scope is not None:
         drive.scope.policy.moved_to(fence.policy_version)
+
+
+def usage_fields(drive: Drive) -> dict[str, object]:
+    """What the run's row says of its use so far: steps, route, tokens, cost, counters."""
+    run = drive.run
+    return {
+        "steps": run.steps,
+        "model_route": run.model_route,
+        "prompt_tokens": run.prompt_tokens,
+        "completion_tokens": run.completion_tokens,
+        "cost_usd": run.cost_usd,
+        **drive.guard.counters(),
+    }
 
 
 def outcome_fields(drive: Drive) -> dict[str, object]:
