@@ -40,6 +40,7 @@ test-faults: install
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	PYTHONPATH=. $(VENV)/bin/lint-imports --no-cache
 	$(PY) manage.py makemigrations --check --dry-run
 	$(PY) manage.py spectacular --fail-on-warn --validate --file /dev/null
 

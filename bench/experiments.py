@@ -35,7 +35,7 @@ def main() -> None:
     prepare({AGENT: STEPS}, suffix="experiments")
     from experiments import services
     from harness.models import Tenant
-    from harness.services import RunRequest, create_run, execute_run
+    from harness.runs import RunRequest, create_run, execute_run
 
     tenant = Tenant.objects.get(slug="acme")
 

@@ -3,7 +3,7 @@
 
 The model is the scripted one and the tools pure Python (``bench/support/tools``), so what is
 measured is the harness itself. Everything goes through public entry points:
-``harness.services.create_run`` / ``execute_run``, the HTTP API (Django's test client and a
+``harness.runs.create_run`` / ``execute_run``, the HTTP API (Django's test client and a
 real gunicorn), real Celery workers, and Django's database connection (statement counts).
 Uses the database of the environment (``DATABASE_URL``, PostgreSQL recommended) in a database
 of its own: ``<name>_bench`` is dropped and created (SQLite: a file under var/).
@@ -127,7 +127,7 @@ def verdict(figure: str, target: str, met: bool) -> None:
 
 
 def _counted_run(agent: str, tenant) -> tuple[Tally, Tally, int]:
-    from harness.services import RunRequest, create_run, execute_run
+    from harness.runs import RunRequest, create_run, execute_run
 
     with counter.measure() as admission:
         run, _ = create_run(tenant, RunRequest(agent=agent, user_id="bob", input="go"))
@@ -256,7 +256,7 @@ def _timed_run(agent: str) -> tuple[float, int, list[float]]:
     """Seconds of ``execute_run``, its steps, and the times of its tool calls."""
     from bench.support.handlers import TICKS
     from harness.models import Tenant
-    from harness.services import RunRequest, create_run, execute_run
+    from harness.runs import RunRequest, create_run, execute_run
 
     tenant = Tenant.objects.get(slug="acme")
     run, _ = create_run(tenant, RunRequest(agent=agent, user_id="bob", input="go"))
@@ -534,7 +534,7 @@ def async_and_goodput() -> None:
 
 def _submit_async(agent: str, count: int) -> list:
     from harness.models import RunMode, Tenant
-    from harness.services import RunRequest, create_run
+    from harness.runs import RunRequest, create_run
 
     tenant = Tenant.objects.get(slug="acme")
     request = RunRequest(agent=agent, user_id="bob", input="go", mode=RunMode.ASYNC)
@@ -576,7 +576,7 @@ def goodput() -> None:
     from django.conf import settings
 
     from harness.models import Tenant
-    from harness.services import RunRequest, create_run, execute_run
+    from harness.runs import RunRequest, create_run, execute_run
 
     # What one whole run of the agent spends, on another tenant with no budget: the ideal
     # goodput is the budget divided by it.
@@ -696,7 +696,7 @@ def concurrent_runs() -> None:
     from django.db import connections
 
     from harness.models import Run, Tenant
-    from harness.services import RunRequest, create_run, execute_run
+    from harness.runs import RunRequest, create_run, execute_run
 
     tenant = Tenant.objects.get(slug="acme")
     agent = f"bench-{CONCURRENT_STEPS}"

@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 def timed_runs(agent: str, count: int) -> list[float]:
     from harness.models import Tenant
-    from harness.services import RunRequest, create_run, execute_run
+    from harness.runs import RunRequest, create_run, execute_run
 
     tenant = Tenant.objects.get(slug="acme")
     times = []

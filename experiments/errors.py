@@ -5,7 +5,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from harness.errors import HarnessError
+from core.errors import DomainError
 
 
 class ExperimentErrorCode(StrEnum):
@@ -19,19 +19,23 @@ class ExperimentErrorCode(StrEnum):
     EXPERIMENT_RUN_UNLINKED = "experiment_run_unlinked"
 
 
-class ExperimentError(HarnessError):
-    code: Any = ExperimentErrorCode.DATASET_NOT_FOUND
-    http_status = 400
+# Every other code is 400.
+_STATUS = {
+    ExperimentErrorCode.DATASET_NOT_FOUND: 404,
+    ExperimentErrorCode.DATASET_ITEM_NOT_FOUND: 404,
+    ExperimentErrorCode.EXPERIMENT_NOT_FOUND: 404,
+    ExperimentErrorCode.DATASET_EXISTS: 409,
+    ExperimentErrorCode.RUN_NOT_RECORDED: 409,
+}
+
+
+class ExperimentError(DomainError):
+    """One class for every code (the status follows the code)."""
+
+    code: ExperimentErrorCode
 
     def __init__(
         self, code: ExperimentErrorCode, message: str, details: dict[str, Any] | None = None
     ) -> None:
-        super().__init__(message, details)
-        self.code = code
-        self.http_status = {
-            ExperimentErrorCode.DATASET_NOT_FOUND: 404,
-            ExperimentErrorCode.DATASET_ITEM_NOT_FOUND: 404,
-            ExperimentErrorCode.EXPERIMENT_NOT_FOUND: 404,
-            ExperimentErrorCode.DATASET_EXISTS: 409,
-            ExperimentErrorCode.RUN_NOT_RECORDED: 409,
-        }.get(code, 400)
+        super().__init__(message, details, code=code)
+        self.http_status = _STATUS.get(code, 400)

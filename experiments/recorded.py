@@ -17,10 +17,9 @@ import json
 import unicodedata
 from typing import Any
 
-from harness.agent_registry import AgentSpec
-from harness.models import Run
+from gateway.messages import Message
+from tools.context import ToolContext
 from tools.errors import ToolErrorCode, ToolHandlerError
-from tools.executor import ToolContext
 from tools.registry import ToolDefinition, ToolRegistry
 
 
@@ -103,21 +102,47 @@ def recorded_registry(registry: ToolRegistry, recording: Recording) -> ToolRegis
     return ToolRegistry(tools=tools, warnings=registry.warnings)
 
 
-def experiment_setup(
-    run: Run, agent: AgentSpec, registry: ToolRegistry
-) -> tuple[AgentSpec, ToolRegistry]:
-    """The candidate's agent and the recorded tools of an experiment run."""
-    from experiments.errors import ExperimentError, ExperimentErrorCode
-    from experiments.models import ExperimentItem
-    from experiments.services import candidate_agent, recording_of
+# Tool errors that mean the policy (not the tool) answered: such a call was never executed.
+REFUSALS = {
+    ToolErrorCode.UNKNOWN_TOOL,
+    ToolErrorCode.PERMISSION_DENIED,
+    ToolErrorCode.INVALID_ARGUMENTS_JSON,
+    ToolErrorCode.INVALID_ARGUMENTS,
+    ToolErrorCode.LIMIT_EXCEEDED,
+    ToolErrorCode.POLICY_REFUSED,
+    ToolErrorCode.APPROVAL_DENIED,
+    ToolErrorCode.TOOL_DISABLED,
+}
 
-    item = ExperimentItem.objects.select_related("experiment", "item").filter(run=run).first()
-    if item is None:  # never run tools for real: the run fails as misconfigured
-        raise ExperimentError(
-            ExperimentErrorCode.EXPERIMENT_RUN_UNLINKED,
-            f"Experiment run {run.id} has no experiment item: no recording to answer from.",
-        )
-    recording = recording_of(item.item)
-    return candidate_agent(agent, item.experiment.candidate), recorded_registry(
-        registry, Recording(recording.get("calls", []))
-    )
+
+def calls_of(messages: list[Message]) -> list[dict[str, Any]]:
+    """Every call the model proposed, in order (``step`` counts calls from 1), with what
+    answered it: ``executed`` when a tool (not the policy) answered."""
+    results: dict[str, dict[str, Any]] = {}
+    for message in messages:
+        if message.role == "tool" and message.tool_call_id:
+            try:
+                results[message.tool_call_id] = json.loads(message.content)
+            except (TypeError, ValueError):
+                results[message.tool_call_id] = {"ok": False, "error": {"code": "unreadable"}}
+    calls: list[dict[str, Any]] = []
+    for message in messages:
+        if message.role != "assistant":
+            continue
+        for call in message.tool_calls:
+            body = results.get(call.id)
+            entry: dict[str, Any] = {
+                "step": len(calls) + 1,
+                "tool": call.name,
+                "arguments": call.arguments if call.arguments is not None else call.raw_arguments,
+                "ok": bool(body and body.get("ok")),
+                "executed": False,
+            }
+            if body is not None:
+                if body.get("ok"):
+                    entry |= {"result": body.get("result"), "executed": True}
+                else:
+                    error = body.get("error") or {}
+                    entry |= {"error": error, "executed": error.get("code") not in REFUSALS}
+            calls.append(entry)
+    return calls

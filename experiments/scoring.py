@@ -15,8 +15,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from experiments.models import DatasetItem, Verdict
-from experiments.recorded import canonical
-from experiments.services import calls_of
+from experiments.recorded import calls_of, canonical
 from harness.engine.conversation import load_run_messages
 from harness.engine.outcome import SEVERITY
 from harness.models import Run, RunStatus

@@ -8,7 +8,6 @@ checked for the end user the API client acts for (``X-Harness-User``), as ``poli
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import uuid
 from collections.abc import Iterable
@@ -18,6 +17,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from core.errors import DomainError
 from experiments.errors import ExperimentError
 from experiments.errors import ExperimentErrorCode as Code
 from experiments.models import (
@@ -28,12 +28,13 @@ from experiments.models import (
     ExperimentStatus,
     Verdict,
 )
-from gateway.messages import Message
+from experiments.recorded import Recording, calls_of, recorded_registry
+from experiments.scoring import score_item
 from harness.agent_registry import AgentSpec
-from harness.errors import HarnessError
 from harness.models import TERMINAL_STATUSES, Run, RunMode, Tenant
 from harness.queries import access_run_by_id
-from tools.errors import ToolErrorCode
+from harness.runs import RunRequest, cancel_run, create_run, execute_run
+from tools.registry import ToolRegistry
 from traces.services import seal, unseal
 
 DATASET_SCOPE = "dataset:write"
@@ -41,18 +42,6 @@ EXPERIMENT_SCOPE = "experiment:run"
 RUN_ITEM_TASK = "experiments.run_item"
 logger = logging.getLogger(__name__)
 CANDIDATE_KEYS = {"model", "system_prompt"}  # applied so far (README "Experiments")
-
-# Tool errors that mean the policy (not the tool) answered: such a call was never executed.
-REFUSALS = {
-    ToolErrorCode.UNKNOWN_TOOL,
-    ToolErrorCode.PERMISSION_DENIED,
-    ToolErrorCode.INVALID_ARGUMENTS_JSON,
-    ToolErrorCode.INVALID_ARGUMENTS,
-    ToolErrorCode.LIMIT_EXCEEDED,
-    ToolErrorCode.POLICY_REFUSED,
-    ToolErrorCode.APPROVAL_DENIED,
-    ToolErrorCode.TOOL_DISABLED,
-}
 
 
 # --- datasets --------------------------------------------------------------------------------
@@ -179,39 +168,6 @@ def _item_of(dataset: Dataset, run: Run, position: int) -> DatasetItem:
     )
 
 
-def calls_of(messages: list[Message]) -> list[dict[str, Any]]:
-    """Every call the model proposed, in order (``step`` counts calls from 1), with what
-    answered it: ``executed`` when a tool (not the policy) answered."""
-    results: dict[str, dict[str, Any]] = {}
-    for message in messages:
-        if message.role == "tool" and message.tool_call_id:
-            try:
-                results[message.tool_call_id] = json.loads(message.content)
-            except (TypeError, ValueError):
-                results[message.tool_call_id] = {"ok": False, "error": {"code": "unreadable"}}
-    calls: list[dict[str, Any]] = []
-    for message in messages:
-        if message.role != "assistant":
-            continue
-        for call in message.tool_calls:
-            body = results.get(call.id)
-            entry: dict[str, Any] = {
-                "step": len(calls) + 1,
-                "tool": call.name,
-                "arguments": call.arguments if call.arguments is not None else call.raw_arguments,
-                "ok": bool(body and body.get("ok")),
-                "executed": False,
-            }
-            if body is not None:
-                if body.get("ok"):
-                    entry |= {"result": body.get("result"), "executed": True}
-                else:
-                    error = body.get("error") or {}
-                    entry |= {"error": error, "executed": error.get("code") not in REFUSALS}
-            calls.append(entry)
-    return calls
-
-
 # --- experiments ------------------------------------------------------------------------------
 
 
@@ -241,6 +197,23 @@ def candidate_agent(agent: AgentSpec, candidate: dict[str, Any]) -> AgentSpec:
     if candidate.get("system_prompt"):
         changes["system_prompt"] = candidate["system_prompt"]
     return dataclasses.replace(agent, **changes)
+
+
+def experiment_setup(
+    run: Run, agent: AgentSpec, registry: ToolRegistry
+) -> tuple[AgentSpec, ToolRegistry]:
+    """The candidate's agent and the recorded tools of an experiment run (handed to the
+    driver at start-up: ``experiments.apps``)."""
+    item = ExperimentItem.objects.select_related("experiment", "item").filter(run=run).first()
+    if item is None:  # never run tools for real: the run fails as misconfigured
+        raise ExperimentError(
+            Code.EXPERIMENT_RUN_UNLINKED,
+            f"Experiment run {run.id} has no experiment item: no recording to answer from.",
+        )
+    recording = recording_of(item.item)
+    return candidate_agent(agent, item.experiment.candidate), recorded_registry(
+        registry, Recording(recording.get("calls", []))
+    )
 
 
 def start_experiment(
@@ -297,8 +270,6 @@ def get_experiment(tenant: Tenant, experiment_id: str) -> Experiment:
 def run_item(experiment_item_id: str) -> ExperimentItem:
     """Run one item through the real engine as an experiment run, and score it. Safe to
     redeliver: only the caller that moves the item from queued runs it."""
-    from experiments.scoring import score_item
-    from harness.services import RunRequest, cancel_run, create_run, execute_run
 
     now = timezone.now()
     claimed = ExperimentItem.objects.filter(
@@ -339,7 +310,7 @@ def run_item(experiment_item_id: str) -> ExperimentItem:
             row.status = ExperimentStatus.SUCCEEDED
         except Exception as exc:  # any failure is the item's: never a stuck experiment
             logger.warning("experiment item %s failed", row.id, exc_info=True)
-            message = exc.message if isinstance(exc, HarnessError) else str(exc)
+            message = exc.message if isinstance(exc, DomainError) else str(exc)
             row.status, row.verdict, row.error = ExperimentStatus.FAILED, Verdict.ERROR, message
     row.finished_at = timezone.now()
     row.save(update_fields=["run", "status", "verdict", "score", "error", "finished_at"])

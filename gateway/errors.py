@@ -3,6 +3,8 @@
 from enum import StrEnum
 from typing import Any
 
+from core.errors import DomainError
+
 
 class GatewayErrorCode(StrEnum):
     UNKNOWN_PROVIDER = "unknown_provider"
@@ -19,7 +21,7 @@ class GatewayErrorCode(StrEnum):
     CLIENT_RATE_LIMITED = "client_rate_limited"
 
 
-class GatewayError(Exception):
+class GatewayError(DomainError):
     """A route could not deliver a response.
 
     ``attempts`` lists every attempt made (on every route tried) before giving up, in the
@@ -30,9 +32,7 @@ class GatewayError(Exception):
     http_status = 502
 
     def __init__(self, message: str, details: dict[str, Any] | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.details = details or {}
+        super().__init__(message, details)
         self.attempts: list[dict[str, Any]] = []
 
 

@@ -12,7 +12,7 @@ class HarnessConfig(AppConfig):
         from harness.approval_wait import refuse_decisions_on_ended_runs
         from harness.console.login import log_lockout
         from harness.engine.approvals import on_approval_decided
-        from harness.services import ended_request_ids
+        from harness.runs import ended_request_ids
         from policy.services import add_decision_guard, approval_decided
         from traces.services import register_ended_runs
 

@@ -4,6 +4,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from core.errors import DomainError
+
 
 class ErrorCode(StrEnum):
     MALFORMED_JSON = "malformed_json"
@@ -30,18 +32,14 @@ class ErrorCode(StrEnum):
     THROTTLED = "throttled"
     INTERNAL_ERROR = "internal_error"
     SERVICE_UNAVAILABLE = "service_unavailable"
+    INVALID_AGENT_FILE = "invalid_agent_file"
 
 
-class HarnessError(Exception):
+class HarnessError(DomainError):
     """Base of the run API's domain errors; rendered as ``{"error": {...}}`` by the API."""
 
     code: ErrorCode = ErrorCode.INVALID_REQUEST
     http_status: int = 400
-
-    def __init__(self, message: str, details: dict[str, Any] | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.details = details or {}
 
 
 class ApiKeyExpired(HarnessError):
@@ -138,11 +136,17 @@ class SessionBusy(HarnessError):
         )
 
 
-class InvalidAgentFile(Exception):
-    """An agent file is unreadable or malformed; stops start-up naming the file and the fault."""
+class InvalidAgentFile(DomainError):
+    """An agent file is unreadable or malformed; stops start-up naming the file and the fault.
+
+    A fault of the server's files, not of a request: never shown to an API client."""
+
+    code = ErrorCode.INVALID_AGENT_FILE
+    http_status = 500
+    exposed = False
 
     def __init__(self, path: str, fault: str) -> None:
-        super().__init__(f"{path}: {fault}")
+        super().__init__(f"{path}: {fault}", {"path": path, "fault": fault})
         self.path = path
         self.fault = fault
 

@@ -14,7 +14,7 @@ sends it again.
 from celery import shared_task
 from celery.utils.time import get_exponential_backoff_interval
 
-from harness import services, webhooks
+from harness import runs, webhooks
 from harness.dependencies import UNAVAILABLE_ERRORS
 from harness.engine.state import DriveInterrupted
 from harness.siem.delivery import deliver_to_sinks
@@ -52,7 +52,7 @@ def resume_run_task(self, run_id: str, release: list | None = None) -> None:
 
 def _execute(task, run_id: str, release: list | None) -> None:
     try:
-        services.execute_run(run_id, release=tuple(release) if release else None)
+        runs.execute_run(run_id, release=tuple(release) if release else None)
     except DriveInterrupted as exc:
         given_up = [exc.lease.owner, exc.lease.token]
         countdown = get_exponential_backoff_interval(
@@ -66,7 +66,7 @@ def _execute(task, run_id: str, release: list | None) -> None:
 @shared_task(name="harness.recover_stalled_runs")
 def recover_stalled_runs_task() -> int:
     """Beat: re-queue runs whose worker died and queued runs whose message was lost."""
-    return services.recover_stalled_runs()
+    return runs.recover_stalled_runs()
 
 
 @shared_task(name="harness.deliver_webhook", acks_late=True)

@@ -12,6 +12,7 @@ from django.contrib import admin, messages
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 
+from core.admin import ReadOnlyAdmin
 from policy import acl, rules
 from policy.approvals import decide_approval
 from policy.errors import PolicyError
@@ -29,17 +30,6 @@ from policy.models import (
 
 def _actor(request: HttpRequest) -> str:
     return f"admin:{request.user.get_username()}"
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
 
 
 @admin.register(TenantPolicyVersion)
@@ -104,19 +94,7 @@ class CasbinRuleAdmin(admin.ModelAdmin):
 class PolicyRuleForm(forms.ModelForm):
     class Meta:
         model = PolicyRule
-        fields = [
-            "tenant",
-            "name",
-            "kind",
-            "effect",
-            "label",
-            "other_label",
-            "sink",
-            "tool",
-            "match",
-            "description",
-            "enabled",
-        ]
+        fields = ["tenant", "name", *rules.RULE_FIELDS]
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()

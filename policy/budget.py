@@ -23,17 +23,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.conf import settings
 from django.db.models import F, Q
 from django.utils import timezone
 
 from policy.errors import BudgetAboveMaximum, TenantBudgetExhausted
+from policy.limit_values import LimitValues
 from policy.models import BudgetLedger
-
-if TYPE_CHECKING:
-    from policy.limits import LimitValues
 
 MICROS_PER_USD = 1_000_000
 

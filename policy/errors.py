@@ -6,6 +6,8 @@ import math
 from enum import StrEnum
 from typing import Any
 
+from core.errors import DomainError
+
 
 class PolicyErrorCode(StrEnum):
     INVALID_RULE = "invalid_rule"
@@ -28,15 +30,9 @@ class PolicyErrorCode(StrEnum):
     KEY_SCOPE_UNDECLARED = "key_scope_undeclared"
 
 
-class PolicyError(Exception):
+class PolicyError(DomainError):
     code: PolicyErrorCode = PolicyErrorCode.INVALID_RULE
     http_status = 400
-
-    def __init__(self, message: str, details: dict[str, Any] | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.details = details or {}
-        self.headers: dict[str, str] = {}
 
 
 class InvalidRule(PolicyError):
@@ -71,9 +67,12 @@ class Throttled(PolicyError):
         self, message: str, retry_after_s: float, details: dict[str, Any] | None = None
     ) -> None:
         seconds = max(1, math.ceil(retry_after_s))
-        super().__init__(message, {**(details or {}), "retry_after_s": seconds})
+        super().__init__(
+            message,
+            {**(details or {}), "retry_after_s": seconds},
+            headers={"Retry-After": str(seconds)},
+        )
         self.retry_after_s = seconds
-        self.headers = {"Retry-After": str(seconds)}
 
 
 class RateLimited(Throttled):

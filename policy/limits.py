@@ -9,13 +9,13 @@ their model calls paced (they wait, they do not fail).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from decimal import Decimal
 
 from django.conf import settings
 
 from policy import budget
 from policy.errors import RateLimited, TenantBusy, TooManyConcurrentRuns
+from policy.limit_values import LimitValues
 from policy.limiter import get_limiter
 from policy.models import TenantLimits
 
@@ -25,24 +25,6 @@ RUN_LEASE_S = 3600
 SLOT_REFRESH_S = 60
 COUNTER_TTL_S = 7 * 86_400
 MINUTE_MS = 60_000
-
-
-@dataclass(frozen=True)
-class LimitValues:
-    """A tenant's effective limits; ``None`` means unlimited."""
-
-    runs_per_second: int
-    max_concurrent_runs: int
-    model_calls_per_minute: int
-    max_tokens_per_run: int | None
-    max_cost_per_run_micros: int | None
-    max_tool_calls_per_run: int | None
-    daily_tokens: int | None
-    daily_cost_micros: int | None
-    daily_tool_calls: int | None
-    # Budget alerts: thresholds in percent (ascending), and where the day's alerts go.
-    alert_thresholds: tuple[int, ...] = ()
-    alert_url: str = ""
 
 
 def tenant_limits(tenant: str) -> LimitValues:

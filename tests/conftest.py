@@ -93,7 +93,7 @@ def _no_kept_tool_outcome_from_an_earlier_test():
 def _no_run_outlives_its_test():
     """Runs driven inline in threads finish before the test's data is flushed."""
     yield
-    from harness.services import wait_for_inline_runs
+    from harness.runs import wait_for_inline_runs
 
     assert wait_for_inline_runs(timeout_s=30), "an inline run was still going after 30 s"
 

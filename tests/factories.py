@@ -9,6 +9,7 @@ from typing import Any
 
 from harness.api_keys import IssuedKey, create_api_key
 from harness.models import Tenant
+from tests.support.agents import DEMO_TOOLS
 
 _counter = itertools.count(1)
 
@@ -37,14 +38,7 @@ def write_agent(folder: Path, **overrides: Any) -> dict[str, Any]:
         "name": f"test-agent-{n}",
         "description": "An agent written by a test.",
         "system_prompt": "You are a test agent.",
-        "tools": [
-            "get_ticket",
-            "search_tickets",
-            "update_ticket",
-            "notify_user",
-            "get_customer",
-            "send_external_email",
-        ],
+        "tools": DEMO_TOOLS,
         "max_steps": 6,
     } | overrides
     (folder / f"{agent['name']}.json").write_text(json.dumps(agent), encoding="utf-8")

@@ -4,6 +4,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from core.errors import DomainError
+
 
 class ToolErrorCode(StrEnum):
     UNKNOWN_TOOL = "unknown_tool"
@@ -29,6 +31,8 @@ class ToolErrorCode(StrEnum):
     LIMIT_EXCEEDED = "limit_exceeded"
     # An experiment's call that matches no recorded call (experiments.recorded).
     OFF_RECORD = "off_record"
+    # Tool files with errors: start-up stops (never a call's error).
+    TOOL_FILES_INVALID = "tool_files_invalid"
 
 
 @dataclass(frozen=True)
@@ -45,12 +49,21 @@ class ToolFileFault:
         return f"{self.path}: {self.message}"
 
 
-class ToolFilesInvalid(Exception):
-    """Raised when the registry is asked for tools while any tool file has an error."""
+class ToolFilesInvalid(DomainError):
+    """Raised when the registry is asked for tools while any tool file has an error.
+
+    A fault of the server's files, not of a request: never shown to an API client."""
+
+    code = ToolErrorCode.TOOL_FILES_INVALID
+    http_status = 500
+    exposed = False
 
     def __init__(self, faults: list[ToolFileFault]) -> None:
         errors = [f for f in faults if f.severity == "error"]
-        super().__init__("Invalid tool files:\n" + "\n".join(f"  {f}" for f in errors))
+        super().__init__(
+            "Invalid tool files:\n" + "\n".join(f"  {f}" for f in errors),
+            {"faults": [str(f) for f in errors]},
+        )
         self.faults = faults
 
 
@@ -66,22 +79,23 @@ class ToolCallError:
         return {"code": str(self.code), "message": self.message, "details": self.details}
 
 
-class ToolHandlerError(Exception):
+class ToolHandlerError(DomainError):
     """Raised by a handler to hand the model a specific, expected error (no traceback kept).
 
     Any other exception is an unexpected failure: the model gets a short ``tool_failed`` error
-    and the audit the full traceback.
+    and the audit the full traceback. Meant for the model, not an API client: one that reached
+    the API would be a bug, answered as ``internal_error``.
     """
 
+    code: ToolErrorCode
+    http_status = 502
+    exposed = False
     transient = False
 
     def __init__(
         self, code: ToolErrorCode, message: str, details: dict[str, Any] | None = None
     ) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.details = details or {}
+        super().__init__(message, details, code=code)
 
     def to_call_error(self) -> ToolCallError:
         return ToolCallError(self.code, self.message, self.details)

@@ -52,6 +52,7 @@ from django.db import DatabaseError, close_old_connections, connection, connecti
 from django.db.models import F
 from django.utils import timezone
 
+from tools.context import ToolContext
 from tools.errors import ToolCallError, ToolErrorCode, ToolHandlerError
 from tools.models import ExecutionStatus, ToolExecution
 from tools.registry import ToolDefinition
@@ -65,22 +66,6 @@ logger = logging.getLogger(__name__)
 _pool: ThreadPoolExecutor | None = None
 _pool_size = 0
 _pool_lock = threading.Lock()
-
-
-@dataclass(frozen=True)
-class ToolContext:
-    """Who a call acts for, handed to every handler. ``idempotency_key`` = run id + call id.
-
-    ``deadline`` (``time.monotonic()`` clock) and ``attempt`` are set by the executor.
-    """
-
-    tenant: str
-    user_id: str
-    run_id: str
-    call_id: str
-    idempotency_key: str
-    deadline: float | None = None
-    attempt: int = 1
 
 
 @dataclass(frozen=True)

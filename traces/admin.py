@@ -4,6 +4,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.http import HttpRequest
 
+from core.admin import ReadOnlyAdmin
 from traces.errors import MaskingPatternInvalid
 from traces.masking.patterns import (
     MAX_PATTERN_LENGTH,
@@ -23,19 +24,6 @@ from traces.models import (
     RetentionPolicy,
     Span,
 )
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """Traces are evidence: the console shows them and never edits them."""
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
 
 
 @admin.register(Span)

@@ -2,6 +2,8 @@
 
 from enum import StrEnum
 
+from core.errors import DomainError
+
 
 class TraceErrorCode(StrEnum):
     AUDIT_RECORD_IMMUTABLE = "audit_record_immutable"
@@ -10,14 +12,9 @@ class TraceErrorCode(StrEnum):
     MASKING_PATTERN_NOT_FOUND = "masking_pattern_not_found"
 
 
-class TraceError(Exception):
+class TraceError(DomainError):
     code: TraceErrorCode
     http_status: int = 400
-
-    def __init__(self, message: str, details: dict | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.details = details or {}
 
 
 class AuditRecordImmutable(TraceError):

@@ -111,7 +111,7 @@ def langgraph(url: str, runs: int = RUNS) -> float:
 def harness_round_trips() -> Tally:
     """What one whole Harness run of the task costs in statements, transactions, connections."""
     from harness.models import Tenant
-    from harness.services import RunRequest, create_run, execute_run
+    from harness.runs import RunRequest, create_run, execute_run
 
     counter = StatementCounter()
     tenant = Tenant.objects.get(slug="acme")
@@ -124,7 +124,7 @@ def harness_round_trips() -> Tally:
 def harness_runs(count: int) -> tuple[float, float]:
     """Harness's per-step medians (ms): whole runs (create + execute) and execute_run alone."""
     from harness.models import Tenant
-    from harness.services import RunRequest, create_run, execute_run
+    from harness.runs import RunRequest, create_run, execute_run
 
     tenant = Tenant.objects.get(slug="acme")
     answer = PEER_SCRIPT[-1]["text"]

@@ -7,7 +7,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from rest_framework import serializers
 
-from harness.api.serializers import StrictSerializer
+from core.serializers import StrictSerializer
 
 RUN_IDS = serializers.ListField(child=serializers.CharField(max_length=64), max_length=1000)
 

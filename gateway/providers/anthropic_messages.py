@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.messages import Message, ModelResponse, ToolSpec, Usage
-from gateway.providers.clients import anthropic_client, stream_object, translate_error
+from gateway.providers.calls import base_request, call_provider
+from gateway.providers.clients import anthropic_client, stream_object
 from gateway.reliability import ProviderFailure
 from gateway.routes import Route
 from gateway.streaming import EventSink, ToolCallAssembler, server_sent_events
@@ -39,29 +40,21 @@ def complete(
     client = anthropic_client(route)
     request = _request(route, messages, tools, tool_choice)
     assembler = ToolCallAssembler(sink, id_prefix=f"toolu_{len(messages)}_")
-    try:
+
+    def send() -> ModelResponse:
         if route.stream:
             return _read_stream(client.messages.create(**request, stream=True), assembler, sink)
         return _read_message(client.messages.create(**request), assembler, sink)
-    except ProviderFailure:
-        raise
-    except Exception as exc:
-        failure = translate_error(exc)
-        if failure is None:
-            raise
-        raise failure from exc
+
+    return call_provider(send)
 
 
 def _request(
     route: Route, messages: list[Message], tools: list[ToolSpec], tool_choice: str | None
 ) -> dict[str, Any]:
     system = "\n\n".join(m.content for m in messages if m.role == "system" and m.content)
-    request: dict[str, Any] = {
-        "model": route.model,
-        "max_tokens": route.max_tokens,
-        "messages": _messages(messages),
-        "timeout": route.timeout_s,
-    }
+    request = base_request(route, _messages(messages))
+    request["max_tokens"] = route.max_tokens  # required by Anthropic
     if system:
         request["system"] = system
     if tools:
@@ -75,8 +68,6 @@ def _request(
                 "required": {"type": "any"},
                 "none": {"type": "none"},
             }.get(tool_choice, {"type": "tool", "name": tool_choice})
-    if route.params:
-        request["extra_body"] = route.params
     return request
 
 

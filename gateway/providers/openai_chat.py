@@ -12,7 +12,8 @@ import json
 from typing import Any
 
 from gateway.messages import Message, ModelResponse, ToolSpec, Usage
-from gateway.providers.clients import openai_client, stream_object, translate_error
+from gateway.providers.calls import base_request, call_provider
+from gateway.providers.clients import openai_client, stream_object
 from gateway.reliability import ProviderFailure
 from gateway.routes import Route
 from gateway.streaming import EventSink, ToolCallAssembler, server_sent_events
@@ -36,7 +37,8 @@ def complete(
     client = openai_client(route)
     request = _request(route, messages, tools, tool_choice)
     assembler = ToolCallAssembler(sink, id_prefix=f"call_{len(messages)}_")
-    try:
+
+    def send() -> ModelResponse:
         if route.stream:
             stream = client.chat.completions.create(
                 **request, stream=True, stream_options={"include_usage": True}
@@ -44,23 +46,14 @@ def complete(
             return _read_stream(stream, assembler, sink)
         completion = client.chat.completions.create(**request)
         return _read_completion(completion, assembler, sink)
-    except ProviderFailure:
-        raise
-    except Exception as exc:
-        failure = translate_error(exc)
-        if failure is None:
-            raise
-        raise failure from exc
+
+    return call_provider(send)
 
 
 def _request(
     route: Route, messages: list[Message], tools: list[ToolSpec], tool_choice: str | None
 ) -> dict[str, Any]:
-    request: dict[str, Any] = {
-        "model": route.model,
-        "messages": [_message(m) for m in messages],
-        "timeout": route.timeout_s,
-    }
+    request = base_request(route, [_message(m) for m in messages])
     if tools:
         request["tools"] = [
             {
@@ -81,8 +74,6 @@ def _request(
             )
     if route.max_tokens:
         request["max_tokens"] = route.max_tokens
-    if route.params:
-        request["extra_body"] = route.params
     return request
 
 

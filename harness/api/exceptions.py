@@ -14,6 +14,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
+from core.errors import DomainError
 from harness.api.parsers import RequestTooLarge
 from harness.dependencies import RETRY_AFTER_S, unavailable_dependency
 from harness.errors import ErrorCode
@@ -40,9 +41,9 @@ def render_api_error(exc: Exception, context: dict[str, Any]) -> Response:
         exc = RequestTooLarge(
             f"The request body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes."
         )
-    if _is_domain_error(exc):
+    if isinstance(exc, DomainError) and exc.exposed:
         response = _error_response(exc.http_status, exc.code, exc.message, exc.details)
-        for header, value in getattr(exc, "headers", {}).items():
+        for header, value in exc.headers.items():
             response[header] = value  # e.g. Retry-After on a 429
         return response
     dependency = unavailable_dependency(exc)
@@ -68,10 +69,6 @@ def render_api_error(exc: Exception, context: dict[str, Any]) -> Response:
         message, details = str(getattr(exc, "detail", exc)), {}
     response.data = {"error": {"code": str(code), "message": message, "details": details}}
     return response
-
-
-def _is_domain_error(exc: Exception) -> bool:
-    return isinstance(getattr(exc, "http_status", None), int) and hasattr(exc, "code")
 
 
 def _error_response(http_status: int, code: Any, message: str, details: dict) -> Response:

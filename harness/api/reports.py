@@ -8,8 +8,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from harness.api.serializers import PatternField, QueryFilters
-from harness.errors import ErrorCode
+from core.serializers import PatternField
+from harness.api.serializers import QueryFilters
+from harness.errors import ErrorCode, HarnessError
 from harness.reports import DIMENSIONS, CostFilter, cost_report
 from policy.api.permissions import key_scopes
 from policy.key_scopes import REPORTS_READ
@@ -18,17 +19,15 @@ from policy.key_scopes import REPORTS_READ
 TENANT_DIMENSIONS = [name for name in DIMENSIONS if name != "tenant"]
 
 
-class InvertedRange(Exception):
+class InvertedRange(HarnessError):
     """'to' before 'from': each a valid day, the range empty. Understood, refused: 422."""
 
     http_status = 422
     code = ErrorCode.INVALID_REQUEST
 
     def __init__(self) -> None:
-        super().__init__("'to' is before 'from'.")
-        self.message = "'to' is before 'from'."
-        self.details = {"fields": {"to": [self.message]}}
-        self.headers: dict[str, str] = {}
+        message = "'to' is before 'from'."
+        super().__init__(message, {"fields": {"to": [message]}})
 
 
 class CostReportQuerySerializer(QueryFilters):

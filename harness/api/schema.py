@@ -41,7 +41,7 @@ class StrictBodyExtension(OpenApiSerializerExtension):
     """A ``StrictSerializer`` refuses fields it does not know: its request body says so
     (``additionalProperties: false``), so a client (or a fuzzer) never reads extras as allowed."""
 
-    target_class = "harness.api.serializers.StrictSerializer"
+    target_class = "core.serializers.StrictSerializer"
     match_subclasses = True
 
     def map_serializer(self, auto_schema: Any, direction: str) -> dict[str, Any]:
@@ -54,7 +54,7 @@ class StrictBodyExtension(OpenApiSerializerExtension):
 class PatternFieldExtension(OpenApiSerializerFieldExtension):
     """A ``PatternField`` is documented with its whole-match pattern."""
 
-    target_class = "harness.api.serializers.PatternField"
+    target_class = "core.serializers.PatternField"
     match_subclasses = True
 
     def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
@@ -67,7 +67,7 @@ class FewChoicesExtension(OpenApiSerializerFieldExtension):
     """The kind or op of one oneOf variant: a pattern inline (an enum would be hoisted into a
     component whose name collides with the full choice set's)."""
 
-    target_class = "harness.api.serializers.FewChoices"
+    target_class = "core.serializers.FewChoices"
 
     def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
         values = list(self.target.choices)

@@ -27,11 +27,11 @@ from harness.queries import access_run_by_id, list_runs
 from harness.receipts.document import issue_receipt
 from harness.receipts.signing import published_keys
 from harness.replay import replay_run, what_if
-from harness.services import RunRequest, cancel_run, decide_tool_call, start_run
+from harness.runs import RunRequest, cancel_run, decide_tool_call, start_run
 from harness.webhooks import UnsafeCallbackUrl
 from policy import key_scopes as scope
 from policy import services as policy
-from policy.api.permissions import key_scopes
+from policy.api.permissions import PolicyAdminOnly, key_scopes
 from policy.api.serializers import WhatIfSerializer
 from policy.api.views import RuleConflict
 from policy.errors import InvalidRule
@@ -228,7 +228,7 @@ class RunReplayView(APIView):
         return Response(replay_run(run).to_dict())
 
 
-class PolicyWhatIfView(APIView):
+class PolicyWhatIfView(PolicyAdminOnly, APIView):
     permission_classes = [key_scopes(post=scope.POLICY_READ)]
 
     @extend_schema(
@@ -238,8 +238,6 @@ class PolicyWhatIfView(APIView):
         """The calls of the tenant's last ``limit`` runs a proposed policy change would change,
         before it is saved (nothing is). The acting user needs policy:admin."""
         tenant = request.user.tenant
-        user = request.headers.get("X-Harness-User", "").strip()
-        policy.require_scope(tenant.slug, user, policy.POLICY_ADMIN_SCOPE)
         body = WhatIfSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data

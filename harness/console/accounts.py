@@ -15,8 +15,8 @@ from django.contrib.auth.admin import UserAdmin
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 
+from core.admin import ReadOnlyAdmin
 from harness.console.oidc import sso_enabled
-from harness.console.site import ReadOnlyAdmin
 from harness.models import OidcIdentity
 
 

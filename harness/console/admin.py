@@ -16,6 +16,7 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils.html import format_html
 
+from core.admin import ReadOnlyAdmin
 from harness import webhooks
 from harness.console import login as console_login
 from harness.console.permissions import DECIDE_PERMISSION
@@ -398,7 +399,7 @@ class CostReportForm(forms.Form):
 
 
 @admin.register(CostReport)
-class CostReportAdmin(TenantScopedAdmin):
+class CostReportAdmin(ReadOnlyAdmin, TenantScopedAdmin):
     """Tokens and cost of the granted tenants' runs, grouped as the user picks."""
 
     def changelist_view(
@@ -427,15 +428,6 @@ class CostReportAdmin(TenantScopedAdmin):
             **(extra_context or {}),
         }
         return TemplateResponse(request, "admin/harness/costreport/report.html", context)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 class WebhookAttemptInline(admin.TabularInline):

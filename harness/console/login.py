@@ -33,6 +33,8 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils import timezone
 
+from core.admin import ReadOnlyAdmin
+
 logger = logging.getLogger(__name__)
 
 
@@ -117,7 +119,7 @@ class AccessAttemptAdmin(admin.ModelAdmin):
         return False
 
 
-class AccessFailureLogAdmin(admin.ModelAdmin):
+class AccessFailureLogAdmin(ReadOnlyAdmin):
     """Every failed sign-in, and whether it locked the user out: the record, never edited."""
 
     list_display = ["attempt_time", "username", "ip_address", "locked_out", "user_agent"]
@@ -126,15 +128,6 @@ class AccessFailureLogAdmin(admin.ModelAdmin):
     fields = list_display
     readonly_fields = list_display
     actions = None
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
 
 
 class AccessLogAdmin(AccessFailureLogAdmin):

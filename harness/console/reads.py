@@ -16,7 +16,7 @@ from django.utils import timezone
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-from harness.engine.span_records import PolicyCheck
+from harness.engine.span_records import ModelCall, PolicyCheck
 from harness.models import Run, RunOutcome, RunStatus, StaffTenantGrant, Tenant
 from policy import services as policy
 from traces.queries import find_runs_by_identifier, get_trace
@@ -113,19 +113,20 @@ def run_timeline(run: Run, trace: dict[str, Any] | None = None) -> Timeline:
             timeline.outcome = span
             continue
         if span["kind"] == "model_call":
-            step = Step(number=attributes.get("step") or len(timeline.steps) + 1, model=span)
-            if attributes.get("plan"):
-                step.plan = list(attributes.get("plan_steps") or [])
-                step.revised = bool(attributes.get("revision"))
+            call = ModelCall.from_attributes(attributes)
+            step = Step(number=call.step or len(timeline.steps) + 1, model=span)
+            if call.plan:
+                step.plan = list(call.plan_steps or [])
+                step.revised = bool(call.revision)
             request = audit.get("model_request") or {}
             step.seen = [_message_view(m) for m in request.get("messages", [])]
             step.new_messages = max(len(step.seen) - seen_before, 0)
             seen_before = len(step.seen) + 1  # the answer joins the conversation
             step.tools_offered = [t.get("name", "") for t in request.get("tools", [])]
             step.answer = _answer_view(audit.get("model_response"))
-            step.prompt_tokens = int(attributes.get("prompt_tokens") or 0)
-            step.completion_tokens = int(attributes.get("completion_tokens") or 0)
-            step.cost_usd = Decimal(str(attributes.get("cost_usd") or 0))
+            step.prompt_tokens = int(call.prompt_tokens or 0)
+            step.completion_tokens = int(call.completion_tokens or 0)
+            step.cost_usd = call.cost
             timeline.steps.append(step)
             timeline.prompt_tokens += step.prompt_tokens
             timeline.completion_tokens += step.completion_tokens

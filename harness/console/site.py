@@ -151,16 +151,6 @@ class TenantScopedAdmin(admin.ModelAdmin):
         return errors
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """A record to read, never added or edited from the console."""
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-
 def _tenant_field_of(data: dict[str, Any]) -> Any:
     return data.get("tenant")
 

@@ -1,6 +1,6 @@
 """Console pages beyond the changelists: a held call decided from its run's page, a run's
 replay, and a policy change previewed against past runs (what-if) before it is saved. Thin:
-forms and templates around harness.services, harness.replay and the policy services."""
+forms and templates around harness.runs, harness.replay and the policy services."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from harness.console.reads import granted_tenant_slugs
 from harness.errors import HarnessError
 from harness.models import Run, Tenant
 from harness.replay import replay_run, what_if
-from harness.services import decide_tool_call
+from harness.runs import decide_tool_call
 from policy import services as policy
 from policy.errors import PolicyError
 from policy.models import PolicyRule

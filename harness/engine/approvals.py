@@ -13,6 +13,7 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
+from harness.dispatch import enqueue_run
 from harness.engine import state
 from harness.engine.conversation import load_run_messages
 from harness.engine.decisions import recheck_call_rules
@@ -209,8 +210,6 @@ def resume_if_decided(run_id: str) -> bool:
     that moved it."""
     if policy.has_pending_approvals(run_id):
         return False
-    from harness.dispatch import enqueue_run
-
     with transaction.atomic():
         moved = state.resume(run_id)
         if moved:

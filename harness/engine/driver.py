@@ -22,13 +22,16 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 
 from django.db import DatabaseError, transaction
 from django.utils import timezone
 
+from core.errors import DomainError
 from gateway.messages import Message, ToolCall
 from harness import webhooks
-from harness.agent_registry import get_agent
+from harness.agent_registry import AgentSpec, get_agent
+from harness.dispatch import enqueue_run
 from harness.engine import approvals, planning, retry, state
 from harness.engine.conversation import load_run_messages, run_start
 from harness.engine.drive import Drive, Driver, StepOutcome, StopReason
@@ -44,6 +47,7 @@ from harness.engine.step import (
     plan,
     tool_step,
     unanswered_calls,
+    usage_fields,
     write_noted,
 )
 from harness.engine.tool_calls import CallScope, DrivePolicy
@@ -51,8 +55,7 @@ from harness.engine.writes import StepWrites
 from harness.errors import HarnessError
 from harness.events import EventType, last_sequence
 from harness.models import Run, RunStatus, Session
-from tools.errors import ToolFilesInvalid
-from tools.services import get_tool_registry, store_kept_outcomes_soon
+from tools.services import ToolRegistry, get_tool_registry, store_kept_outcomes_soon
 from traces.services import (
     AuditKind,
     SpanKind,
@@ -65,6 +68,24 @@ from traces.services import (
 from traces.untrusted import clean_text
 
 logger = logging.getLogger(__name__)
+
+# How an experiment's run is set up: handed over by the experiments app at start-up
+# (``experiments.apps``), which sits above this one and so is never imported from here.
+ExperimentSetup = Callable[[Run, AgentSpec, ToolRegistry], tuple[AgentSpec, ToolRegistry]]
+_experiment_setups: list[ExperimentSetup] = []
+
+
+def set_experiment_setup(setup: ExperimentSetup) -> None:
+    """Let ``setup`` give an experiment's run its agent and tools (the last one set wins)."""
+    _experiment_setups.append(setup)
+
+
+def _experiment_setup(
+    run: Run, agent: AgentSpec, registry: ToolRegistry
+) -> tuple[AgentSpec, ToolRegistry]:
+    if not _experiment_setups:  # never run an experiment's tools for real
+        raise HarnessError(f"Experiment run {run.id}: the experiments app is not installed.")
+    return _experiment_setups[-1](run, agent, registry)
 
 
 def drive_run(run_id: str, driver: Driver, lease: state.Lease) -> Run:
@@ -199,10 +220,8 @@ def _drive(drive: Drive) -> Run:
         drive.agent = get_agent(run.agent)
         registry = get_tool_registry()
         if run.experiment:  # the candidate's agent, and tools answered from the recording
-            from experiments.recorded import experiment_setup
-
-            drive.agent, registry = experiment_setup(run, drive.agent, registry)
-    except (HarnessError, ToolFilesInvalid) as exc:
+            drive.agent, registry = _experiment_setup(run, drive.agent, registry)
+    except DomainError as exc:  # an agent or tool file, an experiment's setup
         outcome = StepOutcome(RunStatus.FAILED, detail=str(exc), reason=StopReason.CONFIGURATION)
         return _finish(drive, outcome)
     drive.scope = CallScope(
@@ -293,8 +312,6 @@ def _end_segment(drive: Drive, ended: bool) -> None:
 
 def _hand_off(drive: Drive) -> Run:
     """Give the run back to the queue for a worker (the sync deadline passed)."""
-    from harness.dispatch import enqueue_run
-
     drive.session_span.set(handed_off=True)
     drive.tracer.end(drive.session_span)
     _end_segment(drive, ended=False)
@@ -369,12 +386,7 @@ def _finish(drive: Drive, outcome: StepOutcome) -> Run:
         "stop_reason": outcome.reason,
         "messages": tracer.mask([m.to_dict() for m in own]),
         "sealed": seal({"input": drive.clear_input, "answer": answer}),
-        "steps": run.steps,
-        "model_route": run.model_route,
-        "prompt_tokens": run.prompt_tokens,
-        "completion_tokens": run.completion_tokens,
-        "cost_usd": run.cost_usd,
-        **drive.guard.counters(),
+        **usage_fields(drive),
         **outcome_now,
     }
     if run.session_id:
@@ -425,12 +437,7 @@ def _last_resort(drive: Drive, outcome: StepOutcome) -> Run:
         "status_detail": outcome.detail,
         "stop_reason": outcome.reason,
         "sealed": seal({"input": drive.clear_input, "answer": answer}),
-        "steps": run.steps,
-        "model_route": run.model_route,
-        "prompt_tokens": run.prompt_tokens,
-        "completion_tokens": run.completion_tokens,
-        "cost_usd": run.cost_usd,
-        **drive.guard.counters(),
+        **usage_fields(drive),
     }
     try:
         for message in own[writes.next_message :]:

@@ -29,6 +29,7 @@ from harness.engine.conversation import in_call_order, run_start
 from harness.engine.drive import Drive, StepOutcome, StopReason
 from harness.engine.honesty import check_answer
 from harness.engine.outcome import Outcome
+from harness.engine.span_records import ModelCall
 from harness.engine.tool_calls import (
     decide_tool_calls,
     declared_argument_pointers,
@@ -81,13 +82,17 @@ def model_step(drive: Drive) -> StepOutcome:
         return StepOutcome(stop.status, detail=stop.detail, reason=reason)
     run.steps += 1
     tracer, writes = drive.tracer, drive.writes
-    span = tracer.start(SpanKind.MODEL_CALL, f"step {run.steps}", scope.parent, step=run.steps)
-    span.set(
+    opened = ModelCall(step=run.steps)
+    span = tracer.start(
+        SpanKind.MODEL_CALL, f"step {run.steps}", scope.parent, **opened.attributes()
+    )
+    sent = ModelCall(
         context_tokens=stats.context_tokens,
         context_full_tokens=stats.full_tokens,
         context_saved_tokens=stats.saved_tokens,
         context_method=stats.method,
     )
+    span.set(**sent.attributes())
     writes.event(EventType.STEP_STARTED, {"step": run.steps})
     if stats.method != "none":
         writes.event(
@@ -126,7 +131,8 @@ def model_step(drive: Drive) -> StepOutcome:
         tracer.end(span)
         raise
     _record_response(run, span, response)
-    span.set(charged_usd=drive.guard.after_model_call(response) / 1_000_000)
+    charged = ModelCall(charged_usd=drive.guard.after_model_call(response) / 1_000_000)
+    span.set(**charged.attributes())
     announce(drive, drive.guard.take_crossings(), run.callback_url)
     tracer.audit(
         span,
@@ -210,21 +216,9 @@ def _event_finished(drive: Drive, call: ToolCall, message: Message, ok: bool) ->
 
 def _commit(drive: Drive, **fields: object) -> None:
     """Write the step so far in one fenced transaction; notes a cancellation request."""
-    run = drive.run
     outcome = outcome_fields(drive)
     write_noted(drive)
-    fence = drive.writes.commit(
-        {
-            "steps": run.steps,
-            "model_route": run.model_route,
-            "prompt_tokens": run.prompt_tokens,
-            "completion_tokens": run.completion_tokens,
-            "cost_usd": run.cost_usd,
-            **drive.guard.counters(),
-            **outcome,
-            **fields,
-        }
-    )
+    fence = drive.writes.commit({**usage_fields(drive), **outcome, **fields})
     if fence is None:
         return
     if fence.cancel_requested:
@@ -238,6 +232,19 @@ def write_noted(drive: Drive) -> None:
     if drive.scope is not None:
         drive.writes.taking(drive.scope.policy, "new_labels", "new_approvals")
         drive.writes.inside(drive.scope.policy.write_noted)
+
+
+def usage_fields(drive: Drive) -> dict[str, object]:
+    """What the run's row says of its use so far: steps, route, tokens, cost, counters."""
+    run = drive.run
+    return {
+        "steps": run.steps,
+        "model_route": run.model_route,
+        "prompt_tokens": run.prompt_tokens,
+        "completion_tokens": run.completion_tokens,
+        "cost_usd": run.cost_usd,
+        **drive.guard.counters(),
+    }
 
 
 def outcome_fields(drive: Drive) -> dict[str, object]:
@@ -267,9 +274,8 @@ def plan(drive: Drive, failure: str = "") -> None:
     messages = planning.planning_messages(agent, own, tools, failure)
     if drive.guard.before_model_call(agent, messages, []) is not None:
         return
-    span = tracer.start(
-        SpanKind.MODEL_CALL, "plan", scope.parent, plan=True, revision=bool(failure)
-    )
+    planning_call = ModelCall(plan=True, revision=bool(failure))
+    span = tracer.start(SpanKind.MODEL_CALL, "plan", scope.parent, **planning_call.attributes())
     route = agent.model or settings.HARNESS_MODEL
     tracer.audit_model_request(span, route, [m.to_dict() for m in messages], [])
     try:
@@ -280,10 +286,11 @@ def plan(drive: Drive, failure: str = "") -> None:
         tracer.end(span)
         return
     _record_response(run, span, response)
-    span.set(charged_usd=drive.guard.after_model_call(response) / 1_000_000, plan_steps=steps)
+    charged_usd = drive.guard.after_model_call(response) / 1_000_000
+    span.set(**ModelCall(charged_usd=charged_usd, plan_steps=steps).attributes())
     entry: dict[str, object] = {"steps": steps, "reason": failure or "first plan"}
     if truncated:  # the model's plan was over the bounds: what is kept, and that it was cut
-        span.set(plan_truncated=True)
+        span.set(**ModelCall(plan_truncated=True).attributes())
         entry["truncated"] = True
     tracer.audit(span, AuditKind.MODEL_RESPONSE, response.to_dict())
     tracer.end(span)
@@ -409,18 +416,7 @@ def _record_response(run: Run, span: OpenSpan, response: ModelResponse) -> None:
     run.prompt_tokens += usage.prompt_tokens
     run.completion_tokens += usage.completion_tokens
     run.cost_usd += Decimal(str(response.cost_usd or 0))
-    span.set(
-        route=response.route,
-        model=response.model,
-        finish_reason=response.finish_reason,
-        prompt_tokens=usage.prompt_tokens,
-        completion_tokens=usage.completion_tokens,
-        tool_calls=[c.name for c in response.tool_calls],
-        attempts=response.attempts,
-        cost_usd=response.cost_usd,
-    )
-    if response.normalised:  # what the gateway replaced (NUL, lone surrogates, NaN, …)
-        span.set(normalised=response.normalised)
+    span.set(**ModelCall.answered(response).attributes())
 
 
 def honesty_guard(drive: Drive, outcome: StepOutcome) -> StepOutcome:

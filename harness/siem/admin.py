@@ -7,7 +7,7 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from harness.console.site import ReadOnlyAdmin
+from core.admin import ReadOnlyAdmin
 from harness.siem.delivery import redeliver_dead_letter
 from harness.siem.models import SecurityEvent, SiemCursor, SiemDeadLetter
 
@@ -42,6 +42,3 @@ class SecurityEventAdmin(ReadOnlyAdmin):
                     "source_ip"]  # fmt: skip
     list_filter = ["category", "activity", "outcome"]
     search_fields = ["actor", "tenant"]
-
-    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False

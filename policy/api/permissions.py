@@ -1,9 +1,12 @@
-"""The key scope each API operation needs, declared on its view as a DRF permission class.
+"""Who may call an API operation, as DRF permission classes declared on the views.
 
-``permission_classes = [key_scopes(get=RUNS_READ, post=RUNS_CREATE)]``: a call by a key
-without the scope is ``403 key_scope_missing`` naming it (``details.scope``). The class reads
-the scopes of the authenticated key (``request.auth.scopes``) and so works for every app's
-views without importing the one that stores keys.
+- The key scope each operation needs: ``permission_classes = [key_scopes(get=RUNS_READ,
+  post=RUNS_CREATE)]``. A call by a key without the scope is ``403 key_scope_missing`` naming
+  it (``details.scope``). The class reads the scopes of the authenticated key
+  (``request.auth.scopes``) and so works for every app's views without importing the one that
+  stores keys.
+- The policy API's acting user: the end user the client acts for (``X-Harness-User``) must hold
+  ``policy:admin`` in the API key's tenant (``PolicyAdminOnly``), checked after the key scope.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from typing import Any
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 
+from policy import services as policy
 from policy.errors import KeyScopeMissing, KeyScopeUndeclared
 from policy.key_scopes import KEY_SCOPES
 
@@ -54,3 +58,28 @@ def required_key_scope(view_class: Any, method: str) -> str | None:
         if isinstance(permission, type) and issubclass(permission, KeyScopeRequired):
             return permission.required.get(method.upper())
     return None
+
+
+ACTING_USER_HEADER = "X-Harness-User"
+
+
+def acting_user(request: Request) -> str:
+    return request.headers.get(ACTING_USER_HEADER, "").strip()
+
+
+class HoldsPolicyAdmin(BasePermission):
+    """Refuses with the policy's own errors (400 ``acting_user_required``, 403
+    ``permission_denied``), not DRF's generic 403."""
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        tenant = request.user.tenant.slug
+        policy.require_scope(tenant, acting_user(request), policy.POLICY_ADMIN_SCOPE)
+        return True
+
+
+class PolicyAdminOnly:
+    """A view's permissions (the project's defaults: an authenticated tenant client) plus
+    ``HoldsPolicyAdmin``, checked in that order."""
+
+    def get_permissions(self) -> list[BasePermission]:
+        return [*super().get_permissions(), HoldsPolicyAdmin()]  # type: ignore[misc]

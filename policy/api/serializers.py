@@ -6,7 +6,7 @@ from typing import Any
 from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema_field
 from rest_framework import serializers
 
-from harness.api.serializers import FewChoices, PatternField, StrictSerializer
+from core.serializers import FewChoices, PatternField, StrictSerializer
 from policy.errors import InvalidRule
 
 

@@ -18,7 +18,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from policy import services as policy
-from policy.api.permissions import key_scopes
+from policy.api.permissions import ACTING_USER_HEADER, PolicyAdminOnly, acting_user, key_scopes
 from policy.api.serializers import (
     NEW_RULE,
     BudgetSerializer,
@@ -39,7 +39,6 @@ from policy.errors import InvalidRule, RuleNotFound
 from policy.key_scopes import POLICY_ADMIN, POLICY_READ
 from tools.services import get_tool_registry
 
-ACTING_USER_HEADER = "X-Harness-User"
 ACTING_USER = OpenApiParameter(
     ACTING_USER_HEADER,
     str,
@@ -61,18 +60,17 @@ class RuleConflict(InvalidRule):
     http_status = 409
 
 
-class PolicyAdminView(APIView):
+class PolicyAdminView(PolicyAdminOnly, APIView):
     """Base: resolves the tenant and the acting admin, and checks ``policy:admin``. The key
     needs ``policy:read`` to read and ``policy:admin`` to edit (checked first)."""
 
     permission_classes = [READ_OR_EDIT]
 
+    # policy:admin is checked by HoldsPolicyAdmin, one of the view's permissions, before this.
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)
         self.tenant = request.user.tenant.slug
-        user = request.headers.get(ACTING_USER_HEADER, "").strip()
-        policy.require_scope(self.tenant, user, policy.POLICY_ADMIN_SCOPE)
-        self.actor = f"{user} via api key {request.user.api_key.prefix}"
+        self.actor = f"{acting_user(request)} via api key {request.user.api_key.prefix}"
 
     def edited(self, version: int, http_status: int = status.HTTP_200_OK, **data: Any) -> Response:
         return Response({"policy_version": version, **data}, status=http_status)

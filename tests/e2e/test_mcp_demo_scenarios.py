@@ -14,7 +14,7 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
-from harness.services import execute_run as resume_run
+from harness.runs import execute_run as resume_run
 from tests.tools.mcp_support import mcp_setup, use_demo_servers  # noqa: F401  (fixtures)
 from tools.demo.models import OutboxEmail
 from traces.queries import find_runs_by_identifier

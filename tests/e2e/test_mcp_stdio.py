@@ -12,7 +12,7 @@ import time
 import pytest
 from django.core.management import CommandError, call_command
 
-from harness.services import execute_run as resume_run
+from harness.runs import execute_run as resume_run
 from tests.support.mcp_server import PIXEL
 from tests.tools.mcp_support import (  # noqa: F401  (fixtures)
     call,

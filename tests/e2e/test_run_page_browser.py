@@ -16,7 +16,7 @@ pytestmark = needs_chromium
 def approve(run: Run, approval) -> None:
     from django.db import connection
 
-    from harness.services import decide_tool_call
+    from harness.runs import decide_tool_call
 
     try:
         decide_tool_call(

@@ -1,7 +1,6 @@
 """Signed callbacks delivered by a real worker to a real local receiver."""
 
 import json
-import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -11,6 +10,7 @@ from standardwebhooks.webhooks import Webhook
 
 from harness.models import DeliveryStatus, Tenant, WebhookDelivery
 from tests.runs import wait_until
+from tests.support.servers import free_port
 
 pytestmark = pytest.mark.worker
 
@@ -50,12 +50,6 @@ class Receiver:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def start_async_run(client, callback_url):

@@ -16,7 +16,7 @@ from django.db import connection
 
 from harness.engine import retry
 from harness.models import Run, RunMessage
-from harness.services import execute_run
+from harness.runs import execute_run
 from tests.runs import scripted_agent, wait_until
 from tests.support import handlers
 from tests.support.pg_proxy import PostgresProxy, database_through_proxy

@@ -12,12 +12,9 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 from types import ModuleType
 
@@ -34,6 +31,7 @@ from hypothesis import strategies as st
 
 from harness.api_keys import create_api_key
 from tests.runs import QUESTION
+from tests.support.servers import serve
 from tests.worker import database_url
 
 BASE_SETTINGS = Path(settings.BASE_DIR) / "harness" / "settings" / "base.py"
@@ -203,56 +201,12 @@ def test_a_pooled_connection_prepares_as_configured(threshold: str, prepared: in
 # -- the shipped server ----------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @contextmanager
-def shipped_server(tmp_path: Path, **env: str) -> Iterator[str]:
+def shipped_server(django_db_blocker, tmp_path_factory, **env: str) -> Iterator[str]:
     """The web command as scripts/run-demo.sh, compose and the Dockerfile start it (one
     worker here), on the test database; yields its URL."""
-    port = _free_port()
-    log_path = tmp_path / "server.log"
-    log = log_path.open("wb")
-    server_env = os.environ | {
-        "DJANGO_SETTINGS_MODULE": "harness.settings.test",
-        "DATABASE_URL": database_url(),
-        "HARNESS_DB_CONN_MAX_AGE": "0",
-    }
-    command = [
-        sys.executable, "-m", "gunicorn", "harness.asgi:application",
-        "-k", "uvicorn_worker.UvicornWorker", "--workers", "1",
-        "--bind", f"127.0.0.1:{port}", "--timeout", "120",
-    ]  # fmt: skip
-    process = subprocess.Popen(
-        command,
-        cwd=settings.BASE_DIR,
-        env=server_env | env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.2)
-        else:
-            pytest.fail(log_path.read_text(errors="replace"))
-        yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        log.close()
+    with closing(serve(django_db_blocker, tmp_path_factory, env=env)) as servers:
+        yield next(servers)("asgi").url
 
 
 def _sessions(conn: psycopg.Connection) -> int:
@@ -267,7 +221,9 @@ SYNC_RUNS = 10
 
 @on_postgresql
 @pytest.mark.parametrize("pool", ["on", "off"])
-def test_the_shipped_server_reuses_connections_across_sync_runs(demo, tmp_path, pool) -> None:
+def test_the_shipped_server_reuses_connections_across_sync_runs(
+    demo, django_db_blocker, tmp_path_factory, pool
+) -> None:
     """With the pool (the default), ten sync runs through the shipped server open no new
     database session once it is warm; without it each run opened its own."""
     key = create_api_key("acme", "pool").secret
@@ -275,7 +231,7 @@ def test_the_shipped_server_reuses_connections_across_sync_runs(demo, tmp_path, 
     body = {"agent": "ticket-assistant", "user": "bob", "input": QUESTION}
     headers = {"Authorization": f"Bearer {key}"}
     with (
-        shipped_server(tmp_path, **env) as url,
+        shipped_server(django_db_blocker, tmp_path_factory, **env) as url,
         httpx.Client(base_url=url, headers=headers, timeout=60) as client,
         psycopg.connect(database_url(), autocommit=True) as watcher,
     ):

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from harness.services import execute_run as resume_run
+from harness.runs import execute_run as resume_run
 from policy import services as policy
 from policy.models import BudgetLedger, ToolApproval
 from tests.factories import write_agent, write_script, write_tool

@@ -12,7 +12,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 
-from harness import services
+from harness import runs
 from harness.driver_threads import DriverThreads
 from harness.settings.env import env_int_or_off
 from tests.runs import demo_run, wait_until
@@ -76,8 +76,8 @@ def test_runs_one_after_another_share_a_thread_and_its_connection(threads, conn_
 def test_sync_runs_through_the_api_one_after_another_use_one_driver_thread(acme) -> None:
     for _ in range(2):
         assert demo_run(acme)["status"] == "succeeded"
-        wait_until(lambda: services._driver_threads.busy == 0)
-    assert services._driver_threads.threads == 1
+        wait_until(lambda: runs._driver_threads.busy == 0)
+    assert runs._driver_threads.threads == 1
 
 
 def test_with_conn_max_age_zero_the_thread_stays_and_the_connection_does_not(

@@ -6,7 +6,7 @@ from datetime import timedelta
 from django.utils import timezone
 
 from harness.models import Run
-from harness.services import execute_run
+from harness.runs import execute_run
 from tests.runs import agent_with, wait_until
 from tools.demo.models import Notification
 
@@ -173,7 +173,7 @@ def test_admission_reads_the_tenants_limits_once_and_numbers_the_first_event_wit
     from django.test.utils import CaptureQueriesContext
 
     from harness.models import RunEvent, Tenant
-    from harness.services import RunRequest, create_run
+    from harness.runs import RunRequest, create_run
 
     tenant = Tenant.objects.get(slug="acme")
     with CaptureQueriesContext(connection) as queries:

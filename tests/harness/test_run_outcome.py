@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from harness import webhooks
 from harness.engine.outcome import SEVERITY, worst
 from harness.models import Run, RunOutcome, Tenant, WebhookDelivery
-from harness.services import execute_run as resume_run
+from harness.runs import execute_run as resume_run
 from tests.e2e.test_webhooks import Receiver
 from tests.harness.test_admin_console import staff_client
 from tests.runs import TICKET, call, run_script, scripted_agent, start

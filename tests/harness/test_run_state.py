@@ -13,7 +13,7 @@ from harness.engine.drive import Driver
 from harness.engine.driver import drive_run
 from harness.engine.writes import StepWrites
 from harness.models import Run, RunEvent, RunMessage, RunStatus, Tenant
-from harness.services import RunRequest, create_run
+from harness.runs import RunRequest, create_run
 from policy.models import ToolApproval
 from tests.runs import TICKET, call, scripted_agent
 from traces.models import AuditRecord, Span

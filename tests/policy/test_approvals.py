@@ -11,7 +11,7 @@ from django.test import Client
 from django.utils import timezone
 
 from harness.models import Run, RunMessage
-from harness.services import execute_run as resume_run
+from harness.runs import execute_run as resume_run
 from policy.models import ToolApproval
 from policy.services import expire_approvals
 from tests.runs import (

@@ -1,7 +1,7 @@
 """The budget ledger: per-run and per-tenant-day tokens, cost, tool calls and wall time."""
 
 from harness.models import Run, RunEvent, Tenant, WebhookDelivery
-from harness.services import execute_run as resume_run
+from harness.runs import execute_run as resume_run
 from harness.webhooks import deliver
 from policy.models import BudgetAlert, BudgetLedger, TenantLimits, ToolApproval
 from tests.e2e.test_webhooks import Receiver

@@ -32,7 +32,7 @@ import django
 django.setup()
 from django.db import connections
 from harness.models import Tenant
-from harness.services import RunRequest, start_run
+from harness.runs import RunRequest, start_run
 
 agent, threads = sys.argv[1], int(sys.argv[2])
 barrier = threading.Barrier(threads)

@@ -10,7 +10,7 @@ import time
 import redis
 
 from harness.models import RunStatus
-from harness.services import execute_run
+from harness.runs import execute_run
 from policy.limiter import KEY_PREFIX, REDIS_RETRY_S, REDIS_TIMEOUT_S, RedisLimiter
 from tests.support.outages import redis_server  # noqa: F401
 

@@ -7,7 +7,7 @@ import sys
 
 from django.conf import settings
 
-from harness.services import execute_run
+from harness.runs import execute_run
 from policy.models import TenantLimits
 from policy.services import tenant_limits
 from tests.runs import call, scripted_agent, start

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from harness.models import TERMINAL_STATUSES, Run, RunStatus
 from tests import runs
-from tests.traces.test_audit_chain import demo_run, paused_run, still_going, tamper, verify
+from tests.support.audit import demo_run, paused_run, still_going, tamper, verify
 from traces.chain import (
     GENESIS_HASH,
     RunChain,

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from harness.demo import ESCALATION_TICKET_ID
 from harness.engine.approvals import merge_patch
 from harness.models import Run, StaffTenantGrant, Tenant
-from harness.services import execute_run as resume_run
+from harness.runs import execute_run as resume_run
 from policy import services as policy
 from policy.models import ToolApproval
 from tests.factories import write_tool

@@ -7,68 +7,26 @@ on the test database and holds 200 streams open against it."""
 from __future__ import annotations
 
 import asyncio
-import os
-import socket
-import subprocess
-import sys
 import time
-from pathlib import Path
+from contextlib import closing
 
 import httpx
 import pytest
-from django.conf import settings
 
 from harness.api_keys import create_api_key
-from tests.worker import database_url
+from tests.support.servers import serve
 
 STREAMS = 200
 ANSWER_WITHIN_S = 3.0
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture
-def asgi_server(demo, tmp_path: Path):
+def asgi_server(demo, django_db_blocker, tmp_path_factory):
     """``gunicorn harness.asgi -k uvicorn_worker.UvicornWorker``, one worker, on the test
     database, each tenant allowed ``STREAMS`` streams."""
-    port = free_port()
-    log = (tmp_path / "server.log").open("wb")
-    env = os.environ | {
-        "DJANGO_SETTINGS_MODULE": "harness.settings.test",
-        "DATABASE_URL": database_url(),
-        "HARNESS_EVENT_STREAMS_PER_TENANT": str(STREAMS),
-    }
-    command = [
-        sys.executable, "-m", "gunicorn", "harness.asgi:application",
-        "-k", "uvicorn_worker.UvicornWorker", "--workers", "1",
-        "--bind", f"127.0.0.1:{port}", "--timeout", "120",
-    ]  # fmt: skip
-    process = subprocess.Popen(
-        command, cwd=settings.BASE_DIR, env=env, stdout=log, stderr=subprocess.STDOUT
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.2)
-        else:
-            pytest.fail((tmp_path / "server.log").read_text(errors="replace"))
-        yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    env = {"HARNESS_EVENT_STREAMS_PER_TENANT": str(STREAMS)}
+    with closing(serve(django_db_blocker, tmp_path_factory, env=env)) as servers:
+        yield next(servers)("asgi").url
 
 
 async def open_stream(client: httpx.AsyncClient, path: str, opened: list) -> None:

@@ -15,10 +15,10 @@ import pytest
 from experiments import services
 from experiments.models import Dataset, Experiment
 from harness.models import RunMode, Tenant
-from harness.services import RunRequest, create_run, execute_run
+from harness.runs import RunRequest, create_run, execute_run
 from policy import services as policy
 from tests.experiments.helpers import make_dataset, recorded_runs
-from tests.factories import write_script, write_tool
+from tests.factories import write_agent, write_script, write_tool
 from tests.runs import call, run_script
 
 
@@ -110,6 +110,25 @@ def test_an_experiment_run_without_its_recording_fails_and_executes_nothing(
     )
     run = execute_run(run.id)
     assert (run.status, run.stop_reason) == ("failed", "configuration")
+    assert seen == []
+
+
+def test_an_experiment_run_with_no_setup_handed_to_the_driver_executes_nothing(
+    acme, agent_dir, orders, refund_tool, monkeypatch
+):
+    """The driver learns how to set up an experiment run from the experiments app at start-up
+    (it may not import it); without that, the run fails rather than run the real tools."""
+    _, seen = orders
+    monkeypatch.setattr("harness.engine.driver._experiment_setups", [])
+    script = write_script(agent_dir.parent, [call(refund_tool, order_id="O-9"), {"text": "x"}])
+    agent = write_agent(agent_dir, model=f"scripted:{script}", tools=[refund_tool])["name"]
+    run, _ = create_run(
+        Tenant.objects.get(slug="acme"),
+        RunRequest(agent=agent, user_id="alice", input="go", mode=RunMode.SYNC, experiment=True),
+    )
+    run = execute_run(run.id)
+    assert (run.status, run.stop_reason) == ("failed", "configuration")
+    assert "experiments app is not installed" in run.status_detail
     assert seen == []
 
 

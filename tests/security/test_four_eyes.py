@@ -10,7 +10,7 @@ from datetime import timedelta
 from django.utils import timezone
 
 from harness.models import Run
-from harness.services import execute_run as resume_run
+from harness.runs import execute_run as resume_run
 from policy import services as policy
 from tests.factories import write_tool
 from tests.runs import TICKET, call, scripted_agent, start, tool_results

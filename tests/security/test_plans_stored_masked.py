@@ -19,7 +19,7 @@ from django.test import Client
 
 from harness.engine.planning import MAX_PLAN_CHARS, MAX_PLAN_STEP_CHARS, MAX_PLAN_STEPS
 from harness.models import Run, RunEvent
-from harness.services import execute_run
+from harness.runs import execute_run
 from tests.factories import write_agent
 from tests.fake_providers import FakeProvider, openai_completion
 from tests.runs import TICKET, wait_until

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.receipts import signing
-from harness.services import execute_run
+from harness.runs import execute_run
 from tests.runs import TICKET, call, scripted_agent, start
 
 SCRIPT = Path(django_settings.BASE_DIR) / "scripts" / "harness_verify.py"

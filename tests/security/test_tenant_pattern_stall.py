@@ -9,22 +9,18 @@ scan budget). Meanwhile ``/healthz`` and a globex run are timed."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import threading
 import time
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from django.conf import settings
 
 from harness.api_keys import create_api_key
 from tests.factories import write_agent, write_script, write_tool
-from tests.security.test_event_streams import free_port
-from tests.worker import database_url
+from tests.support.servers import serve
 from traces.masking.plugins import SCAN_BUDGET_ACTOR
 from traces.models import MaskingPattern, MaskingPatternChange
 
@@ -40,7 +36,7 @@ def large_text(arguments: dict[str, Any], context: Any) -> dict[str, Any]:
 
 
 @pytest.fixture
-def server(demo, tmp_path: Path):
+def server(demo, tmp_path: Path, django_db_blocker, tmp_path_factory):
     tools, agents = tmp_path / "tools", tmp_path / "agents"
     tools.mkdir()
     agents.mkdir()
@@ -53,41 +49,9 @@ def server(demo, tmp_path: Path):
         tmp_path, [{"tool_calls": [{"name": tool, "arguments": {}}]}, {"text": "Done."}]
     )
     agent = write_agent(agents, model=f"scripted:{script}", tools=[tool], max_steps=4)["name"]
-    port = free_port()
-    log = (tmp_path / "server.log").open("wb")
-    env = os.environ | {
-        "DJANGO_SETTINGS_MODULE": "harness.settings.test",
-        "DATABASE_URL": database_url(),
-        "HARNESS_TOOL_DIRS": str(tools),
-        "HARNESS_AGENT_DIRS": str(agents),
-    }
-    command = [
-        sys.executable, "-m", "gunicorn", "harness.asgi:application",
-        "-k", "uvicorn_worker.UvicornWorker", "--workers", "1",
-        "--bind", f"127.0.0.1:{port}", "--timeout", "120",
-    ]  # fmt: skip
-    process = subprocess.Popen(
-        command, cwd=settings.BASE_DIR, env=env, stdout=log, stderr=subprocess.STDOUT
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.2)
-        else:
-            pytest.fail((tmp_path / "server.log").read_text(errors="replace"))
-        yield url, agent
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    env = {"HARNESS_TOOL_DIRS": str(tools), "HARNESS_AGENT_DIRS": str(agents)}
+    with closing(serve(django_db_blocker, tmp_path_factory, env=env)) as servers:
+        yield next(servers)("asgi").url, agent
 
 
 def timed(call: Any) -> tuple[float, Any]:

@@ -9,7 +9,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +31,10 @@ class Server:
     port: int
     log_path: Path
 
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
@@ -42,13 +46,21 @@ COMMANDS = {
 }
 
 
-def serve(django_db_blocker, tmp_path_factory) -> Iterator[Callable[[str], Server]]:
-    """The body of a module-scoped fixture: yields ``start(kind)``, which starts a server of
-    that kind once (``"asgi"`` or ``"wsgi"``) on the test database (tests that write to it use
-    ``transactional_db`` or ``demo``); stops them all afterwards."""
+def serve(
+    django_db_blocker, tmp_path_factory, env: Mapping[str, str] | None = None
+) -> Iterator[Callable[[str], Server]]:
+    """Yields ``start(kind)``, which starts a server of that kind once (``"asgi"`` or
+    ``"wsgi"``) on the test database (tests that write to it use ``transactional_db`` or
+    ``demo``), with ``env`` over the environment; stops them all when closed. The body of a
+    module-scoped fixture (``yield from serve(...)``), or of a test's own fixture::
+
+        with closing(serve(django_db_blocker, tmp_path_factory, env={...})) as servers:
+            yield next(servers)("asgi").url
+    """
     processes: list[subprocess.Popen] = []
     started: dict[str, Server] = {}
     tmp_path = tmp_path_factory.mktemp("servers")
+    extra = dict(env or {})
 
     def start(kind: str) -> Server:
         if kind in started:
@@ -57,12 +69,16 @@ def serve(django_db_blocker, tmp_path_factory) -> Iterator[Callable[[str], Serve
         log_path = tmp_path / f"{kind}.log"
         with django_db_blocker.unblock():
             url = database_url()
-        env = os.environ | {
-            "DJANGO_SETTINGS_MODULE": "harness.settings.test",
-            "DATABASE_URL": url,
-            "HARNESS_DB_CONN_MAX_AGE": "0",
-            "HARNESS_LOG_LEVEL": "INFO",
-        }
+        env = (
+            os.environ
+            | {
+                "DJANGO_SETTINGS_MODULE": "harness.settings.test",
+                "DATABASE_URL": url,
+                "HARNESS_DB_CONN_MAX_AGE": "0",
+                "HARNESS_LOG_LEVEL": "INFO",
+            }
+            | extra
+        )
         command = [
             sys.executable, "-m", "gunicorn", *COMMANDS[kind], "--workers", "1",
             "--bind", f"127.0.0.1:{port}", "--timeout", "120",
@@ -85,11 +101,13 @@ def serve(django_db_blocker, tmp_path_factory) -> Iterator[Callable[[str], Serve
                 time.sleep(0.2)
         pytest.fail(log_path.read_text(errors="replace"))
 
-    yield start
-    for process in processes:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    try:
+        yield start
+    finally:
+        for process in processes:
+            process.terminate()
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()

@@ -12,16 +12,8 @@ import pytest
 
 from tests.conftest import ApiClient
 from tests.factories import write_agent, write_script
+from tests.support.agents import DEMO_TOOLS
 from tests.tools import handlers
-
-DEMO_TOOLS = [
-    "get_ticket",
-    "search_tickets",
-    "update_ticket",
-    "notify_user",
-    "get_customer",
-    "send_external_email",
-]
 
 
 @pytest.fixture(autouse=True)

@@ -24,6 +24,7 @@ from django.conf import settings as django_settings
 
 from harness.demo import database_url
 from tests.factories import write_agent, write_script
+from tests.support.servers import free_port
 from tools.mcp.client import reset_pool
 
 BASE_DIR = Path(django_settings.BASE_DIR)
@@ -96,12 +97,6 @@ def use_demo_servers(settings: Any, monkeypatch: pytest.MonkeyPatch) -> None:
         "DEMO_DESK_DATABASE_URL": database_url(),
     }
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class HttpServerProcess:

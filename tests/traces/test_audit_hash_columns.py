@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from tests.traces.test_audit_chain import demo_run, record, tamper, verify
+from tests.support.audit import demo_run, record, tamper, verify
 from traces.chain import hash_of, hash_of_link
 from traces.models import AuditKind, AuditRecord, AuditRunLink
 

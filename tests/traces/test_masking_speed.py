@@ -23,6 +23,7 @@ from traces.masking import Masker, checks
 from traces.masking import emails as emails_module
 from traces.masking import kinds as kinds_module
 from traces.masking import masker as masker_module
+from traces.masking import memo as memo_module
 from traces.masking import numbers as numbers_module
 from traces.masking.kinds import fingerprint
 from traces.masking.numbers import _LABEL, _labelled
@@ -557,7 +558,7 @@ def test_the_iban_screen_turns_away_only_what_the_iban_search_would(monkeypatch)
 
 
 def test_a_short_text_masked_again_in_a_run_is_not_scanned_again(monkeypatch):
-    monkeypatch.setattr(masker_module, "SHORT_MEMO_SIZE", 8)
+    monkeypatch.setattr(memo_module, "SHORT_MEMO_SIZE", 8)
     masker = Masker(b"test-key")
     scans = []
     real = masker.find
@@ -570,7 +571,7 @@ def test_a_short_text_masked_again_in_a_run_is_not_scanned_again(monkeypatch):
     assert len(scans) == 3
     for i in range(20):
         masker.mask_text(f"status {i}")
-    assert len(masker._short_memo) <= 8
+    assert len(masker._memo.short) <= 8
 
 
 def test_a_value_learnt_from_a_declared_field_is_masked_in_texts_masked_before():

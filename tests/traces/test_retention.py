@@ -4,6 +4,7 @@ of the last deleted link."""
 
 from __future__ import annotations
 
+import functools
 from datetime import timedelta
 from io import StringIO
 
@@ -14,7 +15,8 @@ from django.db import connection
 from django.utils import timezone
 
 from harness.celery import app as celery_app
-from tests.traces.test_audit_chain import paused_run, still_going, tamper
+from tests.support import audit
+from tests.support.audit import paused_run, still_going, tamper
 from traces.chain import RunChain, anchor_run, insert_records, verify_chain
 from traces.models import (
     AuditCheckpoint,
@@ -29,18 +31,8 @@ from traces.services import delete_expired_traces
 QUESTION = "Why has ticket T-20250318-007 not been handled? Call me on 13812345678."
 
 
-def demo_run(client, user="bob", end=True):
-    """A run through the API; ``end``: linked into the tenant's chain as the engine does when
-    a run ends (without: as if its driver died before)."""
-    response = client.post(
-        "/api/v1/runs", {"agent": "ticket-assistant", "user": user, "input": QUESTION}
-    )
-    assert response.status_code == 200
-    request_id = response.json()["request_id"]
-    if end:
-        tenant = AuditRecord.objects.filter(request_id=request_id).first().tenant
-        anchor_run(request_id, tenant, RunChain(request_id, tenant).head, final=True)
-    return request_id
+# A run asking with a phone number in its question (fingerprinted).
+demo_run = functools.partial(audit.demo_run, question=QUESTION)
 
 
 def resume(request_id: str, tenant: str = "acme", end: bool = True) -> None:

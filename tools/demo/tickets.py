@@ -8,8 +8,8 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from tools.context import ToolContext
 from tools.demo.models import Customer, Notification, OutboxEmail, SupportQueue, Ticket
-from tools.executor import ToolContext
 
 
 class TicketNotFound(Exception):

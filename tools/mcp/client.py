@@ -36,6 +36,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from tools.http_tools import fill_secrets
 from tools.mcp.config import McpServerConfig
+from tools.mcp.listeners import ConnectListener, connect_listeners
 
 logger = logging.getLogger(__name__)
 
@@ -249,7 +250,7 @@ class McpPool:
         self.loop = asyncio.new_event_loop()
         self.connections: dict[str, _Connection] = {}
         # Called with (server, advertised tools) at the first listing of each connection.
-        self.connect_listeners: list[Callable[[str, dict[str, Any]], None]] = []
+        self.connect_listeners: list[ConnectListener] = connect_listeners()
         self.thread = threading.Thread(
             target=self.loop.run_forever, name="mcp-sessions", daemon=True
         )
@@ -346,10 +347,7 @@ def get_pool() -> McpPool:
     global _pool
     with _pool_lock:
         if _pool is None or _pool.pid != os.getpid():
-            from tools.mcp.services import log_drift
-
             _pool = McpPool()
-            _pool.connect_listeners.append(log_drift)
         return _pool
 
 

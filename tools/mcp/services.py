@@ -36,7 +36,7 @@ def server_config(server: str) -> McpServerConfig:
 
 def list_advertised_tools(server: str) -> dict[str, Any]:
     """The server's tools now (name → SDK ``Tool``); raises ``McpUnavailable``."""
-    from tools.mcp.client import get_pool
+    from tools.mcp.client import get_pool  # the SDK's import: only for processes that use it
 
     config = server_config(server)
     timeout = settings.HARNESS_MCP_CONNECT_TIMEOUT_S
@@ -82,7 +82,7 @@ class DriftReport:
 
 def check_drift(tools: Iterable[Any]) -> DriftReport:
     """Compare each pinned MCP tool with what its server advertises now."""
-    from tools.mcp.client import McpUnavailable
+    from tools.mcp.client import McpUnavailable  # the SDK's import: see above
 
     by_server: dict[str, list[Any]] = {}
     for tool in tools:
@@ -114,16 +114,9 @@ def check_drift(tools: Iterable[Any]) -> DriftReport:
     return DriftReport(drifts, unreachable, checked)
 
 
-def log_drift(server: str, advertised: dict[str, Any]) -> None:
-    """At each new connection of this process: warn, with a diff, about every pinned tool of
-    ``server`` that drifted (its calls are refused with ``tool_drifted`` meanwhile)."""
-    from tools.errors import ToolFilesInvalid
-    from tools.registry import get_tool_registry
-
-    try:
-        tools = get_tool_registry().tools.values()
-    except ToolFilesInvalid:
-        return
+def log_drift(server: str, advertised: dict[str, Any], tools: Iterable[Any]) -> None:
+    """Warn, with a diff, about every pinned tool of ``server`` among ``tools`` that drifted
+    (its calls are refused with ``tool_drifted`` meanwhile)."""
     for tool in tools:
         if tool.mcp is None or tool.mcp.server != server:
             continue

@@ -33,6 +33,7 @@ from functools import lru_cache
 from typing import Any
 
 from traces.masking.detectors import SECRET_KINDS
+from traces.masking.phone_validator import phone_validator
 
 FINGERPRINTED_KINDS = ("phone", "email", "national_id", "card", "iban", "name", "address")
 _FINGERPRINTED = frozenset(FINGERPRINTED_KINDS)
@@ -115,8 +116,6 @@ def search_forms(kind: str, value: str) -> list[str]:
     if normalized:
         forms.append(normalized)
     if kind == "phone" and not value.strip().startswith(("+", "00")):
-        from traces.masking.masker import phone_validator
-
         digits = _NOT_DIGIT.sub("", value)
         forms += [f for f in phone_validator().national_candidates(digits) if f not in forms]
     return forms
@@ -125,8 +124,6 @@ def search_forms(kind: str, value: str) -> list[str]:
 def _normalize_phone(value: str) -> str | None:
     """E.164 when the number is valid (written nationally in a default region or with its
     country code), so that ``(718) 951-1807`` and ``+1 718-951-1807`` are one identifier."""
-    from traces.masking.masker import phone_validator
-
     e164 = phone_validator().e164(value)
     if e164:
         return e164

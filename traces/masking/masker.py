@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from functools import lru_cache
 from operator import itemgetter
 from typing import Any
 
@@ -23,8 +22,9 @@ from traces.masking.detectors import SECRET_KINDS, TEXT_DETECTORS
 from traces.masking.emails import find_emails
 from traces.masking.gate import NeedleGate
 from traces.masking.kinds import FINGERPRINTED_KINDS, hmac_states, mask, normalize
+from traces.masking.memo import SHORT_MEMO_SIZE, TextMemo
 from traces.masking.numbers import NumberFinder, Span
-from traces.masking.phones import DEFAULT_REGIONS, PhoneValidator
+from traces.masking.phone_validator import phone_regions, validator_for
 from traces.masking.plugins import configured_detectors, registered_kind, tenant_detectors
 from traces.masking.pointers import locate
 
@@ -36,12 +36,6 @@ _SECRET_MEMBER = re.compile(
 )
 # Known values shorter than this are not searched for in free text (too many false hits).
 MIN_KNOWN_LENGTH = 2
-# Texts at least this long are memoised (per masker, so per run) without a bound: they are
-# the conversation's, masked again at every step.
-MEMO_MIN_LENGTH = 200
-# How many shorter texts a masker remembers (then it starts again): names, statuses, ids and
-# keys recur at every step, each a scan the memo saves.
-SHORT_MEMO_SIZE = 4096
 # How many values' stored forms a masker remembers (then it starts again).
 MASK_MEMO_SIZE = 512
 
@@ -54,11 +48,6 @@ def _gate() -> NeedleGate:
     if _GATE is None:
         _GATE = NeedleGate(TEXT_DETECTORS)
     return _GATE
-
-
-@lru_cache(maxsize=16)
-def _phone_validator(regions: tuple[str, ...]) -> PhoneValidator:
-    return PhoneValidator(regions)  # compiles its expressions as numbers of each length come
 
 
 class Masker:
@@ -83,15 +72,12 @@ class Masker:
         self._inner, self._outer = hmac_states(key)
         self._known: dict[str, str] = {}
         self._known_pattern: re.Pattern[str] | None = None
-        self._memo: dict[str, str] = {}
-        self._short_memo: dict[str, str] = {}
+        self._memo = TextMemo()
         self._secret_keys: dict[Any, bool] = {}
         self._found: dict[tuple[str, str], None] = {}
         self._drained = 0
         self._masks: dict[tuple[str, str, str | None], str] = {}
-        self._numbers = NumberFinder(
-            _phone_validator(tuple(regions) if regions else phone_regions())
-        )
+        self._numbers = NumberFinder(validator_for(tuple(regions) if regions else phone_regions()))
         if detectors is None:
             detectors = (*configured_detectors(_setting("HARNESS_MASKING_DETECTORS", ())),)
         self._extra = (*tenant_detectors(tenant), *detectors)
@@ -109,14 +95,10 @@ class Masker:
         return self._walk(value)
 
     def mask_text(self, text: str) -> str:
-        # Masking a text again finds the same values, whose fingerprints are recorded already:
-        # a run masks each text once (until a declared value is learnt: see _remember).
-        memo = self._memo if len(text) >= MEMO_MIN_LENGTH else self._short_memo
-        masked = memo.get(text)
+        # A run masks each text once (until a declared value is learnt: see _remember).
+        masked = self._memo.get(text)
         if masked is None:
-            if memo is self._short_memo and len(memo) >= SHORT_MEMO_SIZE:
-                memo.clear()
-            masked = memo[text] = self._mask_text(text)
+            masked = self._memo.put(text, self._mask_text(text))
         return masked
 
     def find(self, text: str) -> list[Span]:
@@ -230,7 +212,6 @@ class Masker:
                 added = True
         if added:
             self._memo.clear()  # texts masked before may hold the new value
-            self._short_memo.clear()
             alternatives = sorted(self._known, key=len, reverse=True)
             self._known_pattern = re.compile(
                 "|".join(
@@ -316,17 +297,6 @@ def _without_overlaps(spans: list[Span]) -> list[Span]:
 
 
 _start_of = itemgetter(0)
-
-
-def phone_regions() -> tuple[str, ...]:
-    """``HARNESS_PHONE_REGIONS`` (read when a masker is made, not at import)."""
-    from django.conf import settings
-
-    return tuple(getattr(settings, "HARNESS_PHONE_REGIONS", None) or DEFAULT_REGIONS)
-
-
-def phone_validator() -> PhoneValidator:
-    return _phone_validator(phone_regions())
 
 
 def _setting(name: str, default: Any) -> Any:

@@ -9,8 +9,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from core.errors import DomainError
 from experiments import queries, services
-from harness.errors import HarnessError
 from harness.models import Tenant
 
 
@@ -39,7 +39,7 @@ class Command(BaseCommand):
                 actor="manage.py run_experiment",
                 enqueue=False,
             )
-        except HarnessError as exc:
+        except DomainError as exc:
             raise CommandError(exc.message) from exc
         rows = list(experiment.items.all())
         for done, row in enumerate(rows, 1):

@@ -2,7 +2,7 @@
 
 from django.core.management.base import BaseCommand, CommandError
 
-from harness.keys import SEALED_FIELDS, reseal_field
+from harness.sealing_keys import SEALED_FIELDS, reseal_field
 
 
 class Command(BaseCommand):

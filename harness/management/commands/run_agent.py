@@ -12,7 +12,7 @@ from django.db import connections
 from harness.errors import HarnessError
 from harness.events import EventType, list_events_after
 from harness.models import Run, RunMode, Tenant
-from harness.services import RunRequest, create_run, drive_inline
+from harness.runs import RunRequest, create_run, drive_inline
 
 POLL_S = 0.1
 
