@@ -1,13 +1,15 @@
 """Tools answered from a recording: the seam that makes an experiment hermetic.
 
 An experiment run (``Run.experiment``) is driven by the real engine, with one change made
-where the driver loads its configuration (``harness.engine.driver._drive``): the agent is the
-candidate's, and every tool of the registry is swapped for a ``RecordedTool`` whose handler
-answers from the dataset item's recording. A call whose tool and canonical arguments match a
-recorded, executed call gets the recorded result (or the recorded error); any other call gets
-the tool error ``off_record``. No tool file's handler (Python, HTTP or MCP) is ever reached,
-whatever the policy allows: the policy, the executor (timeouts, idempotency rows), spans and
-audit records run as for any call.
+where the driver loads its configuration (``harness.engine.experiment_seam``, registered by
+``ExperimentsConfig.ready``): the agent is the candidate's, the policy is the proposed one if
+the candidate has a policy change, and every tool of the registry is swapped for a
+``RecordedTool`` whose handler answers from the dataset item's recording. A call whose tool and
+canonical arguments match a recorded, executed call gets the recorded result (or the recorded
+error); any other call gets the tool error ``off_record``. No tool file's handler (Python, HTTP
+or MCP) is reached, whatever the policy allows — except the tools the experiment was allowed to
+run live (declared read-only and idempotent, ``experiments.candidate.live_tools``): the policy,
+the executor (timeouts, idempotency rows), spans and audit records run as for any call.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ import json
 import unicodedata
 from typing import Any
 
+from experiments.errors import ExperimentError, ExperimentErrorCode
 from harness.agent_registry import AgentSpec
+from harness.engine.tool_calls import DrivePolicy
 from harness.models import Run
 from tools.errors import ToolErrorCode, ToolHandlerError
 from tools.executor import ToolContext
@@ -89,11 +93,15 @@ class RecordedTool(ToolDefinition):
         return answer
 
 
-def recorded_registry(registry: ToolRegistry, recording: Recording) -> ToolRegistry:
-    """The same tools (names, schemas, access, policy attributes), answered from
-    ``recording``; ``http``/``mcp`` cleared so that nothing can reach a real endpoint."""
+def recorded_registry(
+    registry: ToolRegistry, recording: Recording, live: tuple[str, ...] = ()
+) -> ToolRegistry:
+    """``registry`` with every tool answered by ``recording``, but the ``live`` ones (checked
+    read-only and idempotent when the experiment started, checked again here)."""
     tools = {
-        name: RecordedTool(
+        name: tool
+        if name in live and tool.read_only and tool.idempotent
+        else RecordedTool(
             **{f.name: getattr(tool, f.name) for f in dataclasses.fields(ToolDefinition)}
             | {"http": None, "mcp": None},
             recording=recording,
@@ -104,12 +112,14 @@ def recorded_registry(registry: ToolRegistry, recording: Recording) -> ToolRegis
 
 
 def experiment_setup(
-    run: Run, agent: AgentSpec, registry: ToolRegistry
-) -> tuple[AgentSpec, ToolRegistry]:
-    """The candidate's agent and the recorded tools of an experiment run."""
-    from experiments.errors import ExperimentError, ExperimentErrorCode
+    run: Run, agent: AgentSpec, registry: ToolRegistry, policy: DrivePolicy
+) -> tuple[AgentSpec, ToolRegistry, DrivePolicy]:
+    """The candidate's agent, the recorded (or live) tools and, for a proposed policy change,
+    the changed policy of an experiment run (``harness.engine.experiment_seam``)."""
+    from experiments.candidate import candidate_agent
     from experiments.models import ExperimentItem
-    from experiments.services import candidate_agent, recording_of
+    from experiments.proposed_policy import ProposedDrivePolicy
+    from experiments.services import recording_of
 
     item = ExperimentItem.objects.select_related("experiment", "item").filter(run=run).first()
     if item is None:  # never run tools for real: the run fails as misconfigured
@@ -117,7 +127,11 @@ def experiment_setup(
             ExperimentErrorCode.EXPERIMENT_RUN_UNLINKED,
             f"Experiment run {run.id} has no experiment item: no recording to answer from.",
         )
-    recording = recording_of(item.item)
-    return candidate_agent(agent, item.experiment.candidate), recorded_registry(
-        registry, Recording(recording.get("calls", []))
+    experiment = item.experiment
+    recording = Recording(recording_of(item.item).get("calls", []))
+    changes = experiment.candidate.get("policy_changes")
+    return (
+        candidate_agent(agent, experiment.candidate),
+        recorded_registry(registry, recording, tuple(experiment.live_tools)),
+        ProposedDrivePolicy.over(policy, changes) if changes else policy,
     )

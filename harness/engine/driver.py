@@ -33,6 +33,7 @@ from harness.engine import approvals, planning, state
 from harness.engine.conversation import load_run_messages
 from harness.engine.decisions import run_start
 from harness.engine.drive import Drive, Driver, StepOutcome, StopReason
+from harness.engine.experiment_seam import experiment_setup
 from harness.engine.guard import RunGuard
 from harness.engine.heartbeat import get_heartbeat
 from harness.engine.outcome import OutcomeTally
@@ -161,10 +162,13 @@ def _drive(drive: Drive) -> Run:
     try:
         drive.agent = get_agent(run.agent)
         registry = get_tool_registry()
-        if run.experiment:  # the candidate's agent, and tools answered from the recording
-            from experiments.recorded import experiment_setup
-
-            drive.agent, registry = experiment_setup(run, drive.agent, registry)
+        if run.experiment:  # the candidate's agent and policy, tools from the recording
+            drive.policy = drive.policy or DrivePolicy.load(
+                run.tenant.slug, run.user_id, str(run.id)
+            )
+            drive.agent, registry, drive.policy = experiment_setup(
+                run, drive.agent, registry, drive.policy
+            )
     except (HarnessError, ToolFilesInvalid) as exc:
         outcome = StepOutcome(RunStatus.FAILED, detail=str(exc), reason=StopReason.CONFIGURATION)
         return _finish(drive, outcome)
