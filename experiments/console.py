@@ -19,7 +19,7 @@ from typing import Any
 from experiments.errors import ExperimentError
 from experiments.errors import ExperimentErrorCode as Code
 from experiments.models import Experiment, ExperimentItem
-from experiments.queries import experiment_rows, summary
+from experiments.queries import experiment_rows, status_of, summary
 from experiments.recordings import calls_of
 from gateway.messages import Message
 from harness.models import Run
@@ -103,6 +103,7 @@ def _histogram(baseline: list[float], candidate: list[float]) -> Bins:
 def experiment_page(experiment: Experiment, verdict: str = "") -> dict[str, Any]:
     rows = experiment_rows(experiment)
     return {
+        "status": status_of(experiment, rows),
         "summary": summary(rows),
         "distributions": distributions(rows),
         "rows": [row for row in rows if not verdict or row.verdict == verdict],

@@ -116,7 +116,13 @@ def create_dataset(
 def add_items(
     dataset: Dataset, run_ids: Iterable[str], actor: str, run_filter: RunFilter | None = None
 ) -> list[DatasetItem]:
-    """Add runs to a dataset; a run already in it is left as it is. Audited."""
+    """Add runs to a dataset; a run already in it is left as it is. Audited. Neither ids nor
+    a filter is ``nothing_to_add`` (422)."""
+    run_ids = list(run_ids)
+    if not run_ids and run_filter is None:
+        raise ExperimentError(
+            Code.NOTHING_TO_ADD, 'Name runs ("runs") or a filter ("filter") to add.'
+        )
     runs = _runs(dataset.tenant, run_ids, run_filter)
     present = set(dataset.items.values_list("run_id", flat=True))
     runs = [run for run in runs if run.id not in present]

@@ -21,6 +21,7 @@ class ExperimentErrorCode(StrEnum):
     INVALID_RANGE = "invalid_range"
     INVALID_JUDGE = "invalid_judge"
     INVALID_ASSERTION = "invalid_assertion"
+    NOTHING_TO_ADD = "nothing_to_add"
 
 
 class ExperimentError(HarnessError):
@@ -42,6 +43,7 @@ class ExperimentError(HarnessError):
             # Well formed, refused for their meaning (what no schema can say): 422.
             ExperimentErrorCode.INVALID_RANGE: 422,
             ExperimentErrorCode.INVALID_ASSERTION: 422,
+            ExperimentErrorCode.NOTHING_TO_ADD: 422,
             ExperimentErrorCode.UNSUPPORTED_CANDIDATE: 422,
             ExperimentErrorCode.LIVE_TOOL_REFUSED: 422,
             ExperimentErrorCode.INVALID_JUDGE: 422,

@@ -127,6 +127,29 @@ def item_result(row: ExperimentItem) -> dict[str, Any]:
     } | {key: row.score.get(key) for key in SCORE_FIELDS}
 
 
+def status_of(experiment: Experiment, rows: list[ExperimentItem]) -> str:
+    """``running`` once an item was claimed (the row stays ``queued`` until it ends: one
+    write less per item)."""
+    if experiment.status == ExperimentStatus.QUEUED and any(
+        row.status != ExperimentStatus.QUEUED for row in rows
+    ):
+        return ExperimentStatus.RUNNING
+    return experiment.status
+
+
+def tokens_used(experiment: Experiment, rows: list[ExperimentItem]) -> int:
+    """What the items' runs and the judge spent (the budget's own count when there is one:
+    it is what the budget is checked against)."""
+    if experiment.token_budget is not None:
+        return experiment.tokens_used
+    return sum(
+        (row.score.get("tokens") or {}).get("candidate", 0)
+        + (row.score.get("judge") or {}).get("tokens", 0)
+        for row in rows
+        if row.score
+    )
+
+
 def experiment_summary(experiment: Experiment, rows: list[ExperimentItem]) -> dict[str, Any]:
     done = sum(1 for row in rows if row.status not in PENDING)
     return {
@@ -134,9 +157,9 @@ def experiment_summary(experiment: Experiment, rows: list[ExperimentItem]) -> di
         "dataset": str(experiment.dataset_id),
         "candidate": experiment.candidate,
         "tools": {"live": experiment.live_tools} if experiment.live_tools else "recorded",
-        "status": experiment.status,
+        "status": status_of(experiment, rows),
         "progress": {"done": done, "total": len(rows)},
-        "budget": {"tokens": experiment.token_budget, "used": experiment.tokens_used},
+        "budget": {"tokens": experiment.token_budget, "used": tokens_used(experiment, rows)},
         "judge": experiment.judge or None,
         "created_by": experiment.created_by,
         "created_at": experiment.created_at,

@@ -111,6 +111,20 @@ def recorded_registry(
     return ToolRegistry(tools=tools, warnings=registry.warnings)
 
 
+# Run id -> (experiment, recorded calls), handed over by ``experiments.services`` to the drive
+# it starts next in this process: the item and its recording are already in memory.
+_handed: dict[str, tuple[Any, list[dict[str, Any]]]] = {}
+
+
+def hand_over(run_id: str, experiment: Any, calls: list[dict[str, Any]]) -> None:
+    _handed[run_id] = (experiment, calls)
+
+
+def take_back(run_id: str) -> None:
+    """Forget what the drive did not take (it never started)."""
+    _handed.pop(run_id, None)
+
+
 def experiment_setup(
     run: Run, agent: AgentSpec, registry: ToolRegistry, policy: DrivePolicy
 ) -> tuple[AgentSpec, ToolRegistry, DrivePolicy]:
@@ -121,14 +135,18 @@ def experiment_setup(
     from experiments.proposed_policy import ProposedDrivePolicy
     from experiments.services import recording_of
 
-    item = ExperimentItem.objects.select_related("experiment", "item").filter(run=run).first()
-    if item is None:  # never run tools for real: the run fails as misconfigured
-        raise ExperimentError(
-            ExperimentErrorCode.EXPERIMENT_RUN_UNLINKED,
-            f"Experiment run {run.id} has no experiment item: no recording to answer from.",
-        )
-    experiment = item.experiment
-    recording = Recording(recording_of(item.item).get("calls", []))
+    handed = _handed.pop(str(run.id), None)
+    if handed is not None:  # this process created the run for its item: nothing to read
+        experiment, calls = handed
+    else:  # driven elsewhere (a worker took the run over): its item says what to answer
+        item = ExperimentItem.objects.select_related("experiment", "item").filter(run=run).first()
+        if item is None:  # never run tools for real: the run fails as misconfigured
+            raise ExperimentError(
+                ExperimentErrorCode.EXPERIMENT_RUN_UNLINKED,
+                f"Experiment run {run.id} has no experiment item: no recording to answer from.",
+            )
+        experiment, calls = item.experiment, recording_of(item.item).get("calls", [])
+    recording = Recording(calls)
     changes = experiment.candidate.get("policy_changes")
     return (
         candidate_agent(agent, experiment.candidate),

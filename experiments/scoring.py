@@ -22,7 +22,6 @@ from harness.engine.conversation import load_run_messages
 from harness.engine.outcome import SEVERITY
 from harness.models import Run, RunStatus
 from tools.errors import ToolErrorCode
-from tools.models import ToolExecution
 from traces.services import unseal
 
 
@@ -78,19 +77,16 @@ def check_expectations(
     return checks
 
 
-def tool_call_counts(
-    run: Run, calls: list[dict[str, Any]], live: tuple[str, ...] = ()
-) -> dict[str, int]:
+def tool_call_counts(calls: list[dict[str, Any]], live: tuple[str, ...] = ()) -> dict[str, int]:
     """``from_record``: calls answered from the recording; ``off_record``: calls it had no
     answer for; ``executed``: calls that reached a real handler — the live tools' (read-only,
-    idempotent), plus any execution of the run beyond those answered (0 by construction of
-    the recorded registry, counted to show it)."""
+    idempotent) only: every other tool of an experiment run is the recording
+    (``experiments.recorded.recorded_registry``)."""
     off = sum(1 for c in calls if (c.get("error") or {}).get("code") == ToolErrorCode.OFF_RECORD)
     answered = [c for c in calls if c["executed"]]
     executed_live = sum(1 for c in answered if c["tool"] in live)
-    rows = ToolExecution.objects.filter(idempotency_key__startswith=f"{run.id}:").count()
     return {
-        "executed": max(0, rows - len(answered)) + executed_live,
+        "executed": executed_live,
         "from_record": len(answered) - executed_live - off,
         "off_record": off,
     }
@@ -126,7 +122,7 @@ def score_item(
             "baseline": {"status": item.status, "outcome": item.outcome},
             "candidate": {"status": run.status, "outcome": run.outcome},
         },
-        "tool_calls": tool_call_counts(run, candidate_calls, live),
+        "tool_calls": tool_call_counts(candidate_calls, live),
         "assertions": checks,
         "tokens": {
             "baseline": item.prompt_tokens + item.completion_tokens,

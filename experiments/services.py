@@ -39,6 +39,7 @@ from experiments.datasets import (
 from experiments.errors import ExperimentError
 from experiments.errors import ExperimentErrorCode as Code
 from experiments.models import Experiment, ExperimentItem, ExperimentStatus, Verdict
+from experiments.recorded import hand_over, take_back
 from experiments.recordings import calls_of, recording_of
 from harness.errors import HarnessError
 from harness.models import TERMINAL_STATUSES, Run, RunMode, RunStatus, Tenant
@@ -188,11 +189,7 @@ def run_item(experiment_item_id: str) -> ExperimentItem:
     )
     if not claimed:
         return row
-    experiment = row.experiment
-    if experiment.status == ExperimentStatus.QUEUED:
-        Experiment.objects.filter(id=experiment.id, status=ExperimentStatus.QUEUED).update(
-            status=ExperimentStatus.RUNNING
-        )
+    experiment = row.experiment  # "running" once an item is claimed (queries.status_of)
     if experiment.cancel_requested_at:
         row.status = ExperimentStatus.CANCELLED
     elif _budget_spent(experiment):
@@ -248,8 +245,13 @@ def _run_and_score(row: ExperimentItem) -> None:
             budget=_run_budget(experiment),
         ),
     )
+    # Linked first: a worker that takes the run over finds its recording through the item.
     ExperimentItem.objects.filter(id=row.id).update(run=run)
-    run = execute_run(run.id) or Run.objects.get(id=run.id)
+    hand_over(str(run.id), experiment, recording.get("calls", []))
+    try:
+        run = execute_run(run.id) or Run.objects.get(id=run.id)
+    finally:
+        take_back(str(run.id))
     if run.status not in TERMINAL_STATUSES:  # held for an approval: not replayed yet
         run = cancel_run(run)
     row.run = run
@@ -258,9 +260,10 @@ def _run_and_score(row: ExperimentItem) -> None:
     if experiment.judge:
         row.score["judge"] = judging.judge_item(experiment.judge, row.item, recording, run)
         spent += row.score["judge"].get("tokens", 0)
-    Experiment.objects.filter(id=experiment.id).update(tokens_used=F("tokens_used") + spent)
-    if experiment.token_budget is not None and run.status == RunStatus.BUDGET_EXCEEDED:
-        _stop_for_budget(experiment)  # the experiment's budget was the run's: it is spent
+    if experiment.token_budget is not None:  # what the API shows is summed from the scores
+        Experiment.objects.filter(id=experiment.id).update(tokens_used=F("tokens_used") + spent)
+        if run.status == RunStatus.BUDGET_EXCEEDED:
+            _stop_for_budget(experiment)  # the experiment's budget was the run's: it is spent
     row.verdict = row.score["verdict"]
     row.status = ExperimentStatus.SUCCEEDED
 
@@ -294,9 +297,10 @@ def _stop_for_budget(experiment: Experiment) -> None:
 
 
 def _finish_if_done(experiment: Experiment) -> None:
-    if experiment.items.filter(status__in=PENDING).exists():
-        return
-    Experiment.objects.filter(id=experiment.id, status__in=PENDING).update(
+    """One statement: the experiment ends when none of its items is pending."""
+    Experiment.objects.filter(id=experiment.id, status__in=PENDING).exclude(
+        items__status__in=PENDING
+    ).update(
         status=ExperimentStatus.CANCELLED
         if experiment.cancel_requested_at
         else ExperimentStatus.SUCCEEDED,

@@ -48,7 +48,7 @@ class DatasetCreateSerializer(StrictSerializer):
 
 
 class DatasetItemsSerializer(StrictSerializer):
-    """Runs by id, or a filter, or both."""
+    """Runs by id, or a filter, or both (neither: 422 nothing_to_add)."""
 
     runs = run_ids()
     filter = RunFilterSerializer(required=False)
@@ -124,7 +124,9 @@ class ExpectationsSerializer(StrictSerializer):
 
 
 class ItemEditSerializer(StrictSerializer):
-    expectations = ExpectationsSerializer()
+    """A PATCH: what is not given is left as it is."""
+
+    expectations = ExpectationsSerializer(required=False)
 
 
 class CandidateSerializer(StrictSerializer):
@@ -154,7 +156,12 @@ class LiveToolsSerializer(StrictSerializer):
                 "properties": {
                     "live": {
                         "type": "array",
-                        "items": {"type": "string", "maxLength": 64, "pattern": "^[^\\x00]*$"},
+                        "items": {
+                            "type": "string",
+                            "minLength": 1,
+                            "maxLength": 64,
+                            "pattern": "^[^\\x00]*$",
+                        },
                         "maxItems": 100,
                     }
                 },

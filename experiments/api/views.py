@@ -134,7 +134,8 @@ class DatasetItemView(APIView):
         actor = _actor(request, services.DATASET_SCOPE)
         data = _valid(ItemEditSerializer, request.data)
         found = services.get_item(services.get_dataset(request.user.tenant, dataset), item)
-        services.set_expectations(found, data["expectations"], actor)
+        if "expectations" in data:
+            services.set_expectations(found, data["expectations"], actor)
         return Response(queries.item_view(found))
 
     @extend_schema(request=None, responses={204: None, **errors(404)}, parameters=[DATASET_USER])

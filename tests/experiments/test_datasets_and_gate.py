@@ -126,3 +126,16 @@ def test_canonical_arguments_normalise_numbers_and_unicode() -> None:
     assert canonical({"q": "e\u0301"}) == canonical({"q": "\u00e9"})
     assert canonical({"limit": 1.5}) != canonical({"limit": 1})
     assert canonical({"a": "1"}) != canonical({"a": 1})
+
+
+def test_adding_nothing_is_refused_and_a_patch_without_expectations_changes_nothing(acme):
+    runs = recorded_runs(acme)
+    created = make_dataset(acme, runs[:1])
+    url = f"/api/v1/datasets/{created['id']}"
+    refused = acme.post(f"{url}/items", {}, **ADMIN)
+    assert refused.status_code == 422
+    assert refused.json()["error"]["code"] == "nothing_to_add"
+    item = acme.get(url).json()["item_list"][0]
+    kept = acme.send("patch", f"{url}/items/{item['id']}", {}, **ADMIN)
+    assert kept.status_code == 200
+    assert kept.json() == item
