@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema_field
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
@@ -14,21 +15,27 @@ from rest_framework import serializers
 from experiments.candidate import STRATEGIES
 from experiments.errors import ExperimentError
 from experiments.errors import ExperimentErrorCode as Code
-from harness.api.serializers import FewChoices, StrictSerializer
+from harness.api.serializers import StrictSerializer
 from harness.models import RunOutcome, RunStatus
-from policy.api.serializers import ChangeField
+
+
+def text(**kwargs: Any) -> serializers.CharField:
+    """Text taken as it is sent (not trimmed: a non-empty string is never made blank)."""
+    return serializers.CharField(trim_whitespace=False, **kwargs)
 
 
 def run_ids() -> serializers.ListField:
     return serializers.ListField(
-        child=serializers.CharField(max_length=64), max_length=1000, default=list
+        child=text(max_length=64),
+        max_length=1000,
+        default=list,
     )
 
 
 class RunFilterSerializer(StrictSerializer):
     """Which ended production runs of the tenant to take (newest first, at most ``limit``)."""
 
-    agent = serializers.CharField(max_length=100, required=False)
+    agent = text(max_length=100, required=False)
     status = serializers.ListField(
         child=serializers.ChoiceField(choices=RunStatus.choices), required=False, max_length=20
     )
@@ -37,12 +44,12 @@ class RunFilterSerializer(StrictSerializer):
     )
     created_after = serializers.DateTimeField(required=False)
     created_before = serializers.DateTimeField(required=False)
-    label = serializers.CharField(max_length=64, required=False)
+    label = text(max_length=64, required=False)
     limit = serializers.IntegerField(min_value=1, max_value=1000, default=100)
 
 
 class DatasetCreateSerializer(StrictSerializer):
-    name = serializers.CharField(max_length=200)
+    name = text(max_length=200)
     runs = run_ids()
     filter = RunFilterSerializer(required=False)
 
@@ -52,6 +59,18 @@ class DatasetItemsSerializer(StrictSerializer):
 
     runs = run_ids()
     filter = RunFilterSerializer(required=False)
+
+
+class InlineChoice(serializers.ChoiceField):
+    """The kind of one oneOf variant, documented inline as an enum (see InlineChoiceExtension
+    below): quick for a generator, where a pattern is slow."""
+
+
+class InlineChoiceExtension(OpenApiSerializerFieldExtension):
+    target_class = "experiments.api.serializers.InlineChoice"
+
+    def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
+        return {"type": "string", "enum": list(self.target.choices)}
 
 
 def _refused(message: str) -> ExperimentError:
@@ -64,8 +83,8 @@ class TextAssertionSerializer(StrictSerializer):
     """``contains``: the answer contains the text; ``regex``: the pattern (Python syntax)
     is found in the answer. The value is text."""
 
-    type = FewChoices(choices=["contains", "regex"])
-    value = serializers.CharField(max_length=10_000, trim_whitespace=False)
+    type = InlineChoice(choices=["contains", "regex"])
+    value = text(max_length=10_000)
 
     def validate(self, data: dict[str, Any]) -> dict[str, Any]:
         if data["type"] == "regex":
@@ -79,7 +98,7 @@ class TextAssertionSerializer(StrictSerializer):
 class SchemaAssertionSerializer(StrictSerializer):
     """The answer, read as JSON, is valid under this JSON Schema (2020-12)."""
 
-    type = FewChoices(choices=["json_schema"])
+    type = InlineChoice(choices=["json_schema"])
     value = serializers.DictField()
 
     def validate(self, data: dict[str, Any]) -> dict[str, Any]:
@@ -112,13 +131,17 @@ class AssertionField(serializers.Field):
 
 class ExpectationsSerializer(StrictSerializer):
     reference_answer = serializers.CharField(
-        required=False, allow_blank=True, max_length=100_000, trim_whitespace=False
+        required=False, allow_blank=True, max_length=20_000, trim_whitespace=False
     )
     must_call = serializers.ListField(
-        child=serializers.CharField(max_length=64), required=False, max_length=100
+        child=text(max_length=64),
+        required=False,
+        max_length=100,
     )
     must_not_call = serializers.ListField(
-        child=serializers.CharField(max_length=64), required=False, max_length=100
+        child=text(max_length=64),
+        required=False,
+        max_length=100,
     )
     assertions = serializers.ListField(child=AssertionField(), required=False, max_length=100)
 
@@ -132,19 +155,23 @@ class ItemEditSerializer(StrictSerializer):
 class CandidateSerializer(StrictSerializer):
     """At least one of these (an empty candidate is refused, 422)."""
 
-    model = serializers.CharField(max_length=200, required=False)
-    system_prompt = serializers.CharField(max_length=100_000, required=False)
+    model = text(max_length=200, required=False)
+    system_prompt = text(max_length=100_000, required=False)
     agent = serializers.DictField(
         required=False, help_text="An agent file (README 'Agent file'); checked as one (422)."
     )
     policy_changes = serializers.ListField(
-        child=ChangeField(), min_length=1, max_length=100, required=False
+        child=serializers.DictField(),
+        min_length=1,
+        max_length=100,
+        required=False,
+        help_text="Edits in the what-if format (PolicyChange); checked by the policy (422).",
     )
     strategy = serializers.ChoiceField(choices=STRATEGIES, required=False)
 
 
 class LiveToolsSerializer(StrictSerializer):
-    live = serializers.ListField(child=serializers.CharField(max_length=64), max_length=100)
+    live = serializers.ListField(child=text(max_length=64), max_length=100)
 
 
 @extend_schema_field(
@@ -189,12 +216,12 @@ class ToolsField(serializers.Field):
 
 
 class JudgeSerializer(StrictSerializer):
-    model = serializers.CharField(max_length=200)
-    rubric = serializers.CharField(max_length=20_000)
+    model = text(max_length=200)
+    rubric = text(max_length=20_000)
 
 
 class ExperimentCreateSerializer(StrictSerializer):
-    dataset = serializers.CharField(max_length=200)
+    dataset = text(max_length=200)
     candidate = CandidateSerializer()
     tools = ToolsField(default="recorded")
     token_budget = serializers.IntegerField(min_value=1, max_value=10**12, required=False)

@@ -62,16 +62,17 @@ def test_a_proposed_policy_change_decides_the_experiment_and_is_not_saved(acme):
 def test_a_malformed_policy_change_is_refused_before_anything_runs(acme):
     dataset = make_dataset(acme, recorded_runs(acme)[:1], "ticket")
     for change, status, code in (
-        ({"op": "remove", "rule": {"name": "default-escalation-approval"}}, 400, "invalid_rule"),
+        ({"op": "remove", "rule": {"name": "default-escalation-approval"}}, 422, None),
         ({"op": "remove", "rule": {"name": "no-such-rule"}}, 404, "rule_not_found"),
-        ({"op": "add", "role": {"user": "bob", "role": "x"}, "rule": {}}, 400, "invalid_rule"),
+        ({"op": "add", "role": {"user": "bob", "role": "x"}, "rule": {}}, 422, None),
     ):
         refused = start(
             acme,
             {"dataset": dataset["id"], "candidate": {"model": "m:x", "policy_changes": [change]}},
         )
         assert refused.status_code == status, refused.content
-        assert refused.json()["error"]["code"] == code
+        assert refused.json()["error"]["code"] == (code or "unsupported_candidate")
+        assert refused.json()["error"]["details"].get("field", "policy_changes") == "policy_changes"
     assert not Experiment.objects.exists()
 
 
