@@ -19,6 +19,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -33,6 +34,9 @@ AGENT = "bench-experiment"
 
 def main() -> None:
     prepare({AGENT: STEPS}, suffix="experiments")
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
     from experiments import services
     from harness.models import Tenant
     from harness.runs import RunRequest, create_run, execute_run
@@ -47,24 +51,40 @@ def main() -> None:
 
     recorded = plain()
     services.create_dataset(tenant, "bench", [recorded], "bench")
+
+    def item() -> Any:
+        experiment = services.start_experiment(
+            tenant, "bench", {"model": f"scripted:{_script()}"}, enqueue=False
+        )
+        return str(experiment.items.get().id)
+
     plain_ms, item_ms = [], []
     for _ in range(RUNS):  # interleaved, so that both kinds see the same machine
         started = time.perf_counter()
         plain()
         plain_ms.append((time.perf_counter() - started) * 1000)
-        experiment = services.start_experiment(
-            tenant, "bench", {"model": f"scripted:{_script()}"}, enqueue=False
-        )
+        row_id = item()
         started = time.perf_counter()
-        row = services.run_item(str(experiment.items.get().id))
+        row = services.run_item(row_id)
         item_ms.append((time.perf_counter() - started) * 1000)
         assert row.verdict == "same", row.score
         assert row.score["tool_calls"]["executed"] == 0
+    with CaptureQueriesContext(connection) as plain_statements:
+        plain()
+    row_id = item()
+    with CaptureQueriesContext(connection) as item_statements:
+        services.run_item(row_id)
     plain_median, item_median = statistics.median(plain_ms), statistics.median(item_ms)
     print(f"experiments: {STEPS} tool steps, {RUNS} runs of each kind (medians)")
-    print(f"  plain run        {plain_median:8.1f} ms")
-    print(f"  experiment item  {item_median:8.1f} ms  (run + recorded tools + scoring)")
+    print(f"  plain run        {plain_median:8.1f} ms  {len(plain_statements):4d} statements")
+    print(
+        f"  experiment item  {item_median:8.1f} ms  {len(item_statements):4d} statements"
+        "  (run + recorded tools + scoring)"
+    )
     print(f"  overhead         {item_median / plain_median:8.2f}x  (target <= 1.2x)")
+    if os.environ.get("BENCH_EXP_SHOW_STATEMENTS"):
+        for statement in item_statements.captured_queries:
+            print("   ", statement["sql"][:160])
 
 
 def _script() -> str:

@@ -1,3 +1,5 @@
+from typing import Any
+
 from django.apps import AppConfig
 
 
@@ -6,8 +8,16 @@ class ExperimentsConfig(AppConfig):
     verbose_name = "Datasets and experiments"
 
     def ready(self) -> None:
-        # The driver (harness, below this app) sets up experiment runs through this hook.
-        from experiments.services import experiment_setup
-        from harness.engine.driver import set_experiment_setup
+        from experiments.recorded import experiment_setup
+        from harness.engine.experiment_seam import register_experiment_setup
+        from traces.services import runs_expired
 
-        set_experiment_setup(experiment_setup)
+        register_experiment_setup(experiment_setup)
+        runs_expired.connect(_forget_expired_runs, dispatch_uid="experiments.forget_expired")
+
+
+def _forget_expired_runs(sender: Any, request_ids: list[str], **kwargs: Any) -> None:
+    """Retention deleted these runs' audit: the dataset items copying them go too."""
+    from experiments.datasets import forget_runs
+
+    forget_runs(request_ids)

@@ -17,6 +17,11 @@ class ExperimentErrorCode(StrEnum):
     EXPERIMENT_NOT_FOUND = "experiment_not_found"
     UNSUPPORTED_CANDIDATE = "unsupported_candidate"
     EXPERIMENT_RUN_UNLINKED = "experiment_run_unlinked"
+    LIVE_TOOL_REFUSED = "live_tool_refused"
+    INVALID_RANGE = "invalid_range"
+    INVALID_JUDGE = "invalid_judge"
+    INVALID_ASSERTION = "invalid_assertion"
+    NOTHING_TO_ADD = "nothing_to_add"
 
 
 # Every other code is 400.
@@ -26,6 +31,14 @@ _STATUS = {
     ExperimentErrorCode.EXPERIMENT_NOT_FOUND: 404,
     ExperimentErrorCode.DATASET_EXISTS: 409,
     ExperimentErrorCode.RUN_NOT_RECORDED: 409,
+    ExperimentErrorCode.DATASET_EMPTY: 409,
+    # Well formed, refused for their meaning (what no schema can say): 422.
+    ExperimentErrorCode.INVALID_RANGE: 422,
+    ExperimentErrorCode.INVALID_ASSERTION: 422,
+    ExperimentErrorCode.NOTHING_TO_ADD: 422,
+    ExperimentErrorCode.UNSUPPORTED_CANDIDATE: 422,
+    ExperimentErrorCode.LIVE_TOOL_REFUSED: 422,
+    ExperimentErrorCode.INVALID_JUDGE: 422,
 }
 
 

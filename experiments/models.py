@@ -62,6 +62,7 @@ class DatasetItem(models.Model):
     completion_tokens = models.PositiveIntegerField(default=0)
     cost_usd = models.DecimalField(max_digits=16, decimal_places=8, default=0)
     latency_ms = models.FloatField(null=True, blank=True)
+    steps = models.PositiveIntegerField(default=0)
     # What a reviewer expects: {"reference_answer", "must_call": [tool], "must_not_call":
     # [tool], "assertions": [{"type": "contains" | "regex" | "json_schema", "value"}]}.
     expectations = models.JSONField(default=dict, blank=True)
@@ -83,6 +84,8 @@ class ExperimentStatus(models.TextChoices):
     SUCCEEDED = "succeeded"
     CANCELLED = "cancelled"
     FAILED = "failed"
+    # The experiment's own token budget was spent: the items not started were not run.
+    BUDGET_EXCEEDED = "budget_exceeded"
 
 
 class Verdict(models.TextChoices):
@@ -99,10 +102,20 @@ class Experiment(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="experiments")
     dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="experiments")
-    # {"model": route, "system_prompt": text, "agent": name, "policy_changes": [...],
-    # "strategy": ...}; only "model" and "system_prompt" are applied so far.
+    # {"model": route, "system_prompt": text, "agent": {agent file}, "policy_changes":
+    # [what-if edits], "strategy": "react" | "plan_execute"} (experiments.candidate).
     candidate = models.JSONField(default=dict)
     tools = models.CharField(max_length=10, default="recorded")  # "recorded" | "live"
+    # The tools run for real (read-only and idempotent ones only); the rest are recorded.
+    live_tools = models.JSONField(default=list, blank=True)
+    # The experiment's own token budget (None: none beyond the runs' own), and what its
+    # items' runs spent so far.
+    token_budget = models.PositiveBigIntegerField(null=True, blank=True)
+    tokens_used = models.PositiveBigIntegerField(default=0)
+    # How many items run at once (never above the tenant's concurrent runs).
+    concurrency = models.PositiveSmallIntegerField(default=4)
+    # {"model": route, "rubric": text}: a judge's verdict per item (never the only signal).
+    judge = models.JSONField(default=dict, blank=True)
     status = models.CharField(
         max_length=20, choices=ExperimentStatus.choices, default=ExperimentStatus.QUEUED
     )
@@ -134,6 +147,8 @@ class ExperimentItem(models.Model):
     # tokens, assertions; later the judge.
     score = models.JSONField(default=dict, blank=True)
     error = models.TextField(blank=True)
+    # When a worker was sent this item (claimed, so that each is sent once at a time).
+    sent_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 

@@ -1,13 +1,15 @@
 """Tools answered from a recording: the seam that makes an experiment hermetic.
 
 An experiment run (``Run.experiment``) is driven by the real engine, with one change made
-where the driver loads its configuration (``harness.engine.driver._drive``): the agent is the
-candidate's, and every tool of the registry is swapped for a ``RecordedTool`` whose handler
-answers from the dataset item's recording. A call whose tool and canonical arguments match a
-recorded, executed call gets the recorded result (or the recorded error); any other call gets
-the tool error ``off_record``. No tool file's handler (Python, HTTP or MCP) is ever reached,
-whatever the policy allows: the policy, the executor (timeouts, idempotency rows), spans and
-audit records run as for any call.
+where the driver loads its configuration (``harness.engine.experiment_seam``, registered by
+``ExperimentsConfig.ready``): the agent is the candidate's, the policy is the proposed one if
+the candidate has a policy change, and every tool of the registry is swapped for a
+``RecordedTool`` whose handler answers from the dataset item's recording. A call whose tool and
+canonical arguments match a recorded, executed call gets the recorded result (or the recorded
+error); any other call gets the tool error ``off_record``. No tool file's handler (Python, HTTP
+or MCP) is reached, whatever the policy allows — except the tools the experiment was allowed to
+run live (declared read-only and idempotent, ``experiments.candidate.live_tools``): the policy,
+the executor (timeouts, idempotency rows), spans and audit records run as for any call.
 """
 
 from __future__ import annotations
@@ -17,7 +19,10 @@ import json
 import unicodedata
 from typing import Any
 
-from gateway.messages import Message
+from experiments.errors import ExperimentError, ExperimentErrorCode
+from harness.agent_registry import AgentSpec
+from harness.engine.tool_calls import DrivePolicy
+from harness.models import Run
 from tools.context import ToolContext
 from tools.errors import ToolErrorCode, ToolHandlerError
 from tools.registry import ToolDefinition, ToolRegistry
@@ -88,11 +93,15 @@ class RecordedTool(ToolDefinition):
         return answer
 
 
-def recorded_registry(registry: ToolRegistry, recording: Recording) -> ToolRegistry:
-    """The same tools (names, schemas, access, policy attributes), answered from
-    ``recording``; ``http``/``mcp`` cleared so that nothing can reach a real endpoint."""
+def recorded_registry(
+    registry: ToolRegistry, recording: Recording, live: tuple[str, ...] = ()
+) -> ToolRegistry:
+    """``registry`` with every tool answered by ``recording``, but the ``live`` ones (checked
+    read-only and idempotent when the experiment started, checked again here)."""
     tools = {
-        name: RecordedTool(
+        name: tool
+        if name in live and tool.read_only and tool.idempotent
+        else RecordedTool(
             **{f.name: getattr(tool, f.name) for f in dataclasses.fields(ToolDefinition)}
             | {"http": None, "mcp": None},
             recording=recording,
@@ -102,47 +111,45 @@ def recorded_registry(registry: ToolRegistry, recording: Recording) -> ToolRegis
     return ToolRegistry(tools=tools, warnings=registry.warnings)
 
 
-# Tool errors that mean the policy (not the tool) answered: such a call was never executed.
-REFUSALS = {
-    ToolErrorCode.UNKNOWN_TOOL,
-    ToolErrorCode.PERMISSION_DENIED,
-    ToolErrorCode.INVALID_ARGUMENTS_JSON,
-    ToolErrorCode.INVALID_ARGUMENTS,
-    ToolErrorCode.LIMIT_EXCEEDED,
-    ToolErrorCode.POLICY_REFUSED,
-    ToolErrorCode.APPROVAL_DENIED,
-    ToolErrorCode.TOOL_DISABLED,
-}
+# Run id -> (experiment, recorded calls), handed over by ``experiments.services`` to the drive
+# it starts next in this process: the item and its recording are already in memory.
+_handed: dict[str, tuple[Any, list[dict[str, Any]]]] = {}
 
 
-def calls_of(messages: list[Message]) -> list[dict[str, Any]]:
-    """Every call the model proposed, in order (``step`` counts calls from 1), with what
-    answered it: ``executed`` when a tool (not the policy) answered."""
-    results: dict[str, dict[str, Any]] = {}
-    for message in messages:
-        if message.role == "tool" and message.tool_call_id:
-            try:
-                results[message.tool_call_id] = json.loads(message.content)
-            except (TypeError, ValueError):
-                results[message.tool_call_id] = {"ok": False, "error": {"code": "unreadable"}}
-    calls: list[dict[str, Any]] = []
-    for message in messages:
-        if message.role != "assistant":
-            continue
-        for call in message.tool_calls:
-            body = results.get(call.id)
-            entry: dict[str, Any] = {
-                "step": len(calls) + 1,
-                "tool": call.name,
-                "arguments": call.arguments if call.arguments is not None else call.raw_arguments,
-                "ok": bool(body and body.get("ok")),
-                "executed": False,
-            }
-            if body is not None:
-                if body.get("ok"):
-                    entry |= {"result": body.get("result"), "executed": True}
-                else:
-                    error = body.get("error") or {}
-                    entry |= {"error": error, "executed": error.get("code") not in REFUSALS}
-            calls.append(entry)
-    return calls
+def hand_over(run_id: str, experiment: Any, calls: list[dict[str, Any]]) -> None:
+    _handed[run_id] = (experiment, calls)
+
+
+def take_back(run_id: str) -> None:
+    """Forget what the drive did not take (it never started)."""
+    _handed.pop(run_id, None)
+
+
+def experiment_setup(
+    run: Run, agent: AgentSpec, registry: ToolRegistry, policy: DrivePolicy
+) -> tuple[AgentSpec, ToolRegistry, DrivePolicy]:
+    """The candidate's agent, the recorded (or live) tools and, for a proposed policy change,
+    the changed policy of an experiment run (``harness.engine.experiment_seam``)."""
+    from experiments.candidate import candidate_agent
+    from experiments.models import ExperimentItem
+    from experiments.proposed_policy import ProposedDrivePolicy
+    from experiments.recordings import recording_of
+
+    handed = _handed.pop(str(run.id), None)
+    if handed is not None:  # this process created the run for its item: nothing to read
+        experiment, calls = handed
+    else:  # driven elsewhere (a worker took the run over): its item says what to answer
+        item = ExperimentItem.objects.select_related("experiment", "item").filter(run=run).first()
+        if item is None:  # never run tools for real: the run fails as misconfigured
+            raise ExperimentError(
+                ExperimentErrorCode.EXPERIMENT_RUN_UNLINKED,
+                f"Experiment run {run.id} has no experiment item: no recording to answer from.",
+            )
+        experiment, calls = item.experiment, recording_of(item.item).get("calls", [])
+    recording = Recording(calls)
+    changes = experiment.candidate.get("policy_changes")
+    return (
+        candidate_agent(agent, experiment.candidate),
+        recorded_registry(registry, recording, tuple(experiment.live_tools)),
+        ProposedDrivePolicy.over(policy, changes) if changes else policy,
+    )

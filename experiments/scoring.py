@@ -9,18 +9,19 @@ the candidate ended worse (status, then outcome severity) or broke an expectatio
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
 from jsonschema import Draft202012Validator
 
 from experiments.models import DatasetItem, Verdict
-from experiments.recorded import calls_of, canonical
+from experiments.recorded import canonical
+from experiments.recordings import calls_of, latency_ms
 from harness.engine.conversation import load_run_messages
 from harness.engine.outcome import SEVERITY
 from harness.models import Run, RunStatus
 from tools.errors import ToolErrorCode
-from tools.models import ToolExecution
 from traces.services import unseal
 
 
@@ -66,8 +67,6 @@ def check_expectations(
         elif kind == "regex":
             passed = re.search(value, answer) is not None
         else:  # json_schema
-            import json
-
             try:
                 document = json.loads(answer)
             except ValueError:
@@ -78,17 +77,24 @@ def check_expectations(
     return checks
 
 
-def tool_call_counts(run: Run, calls: list[dict[str, Any]]) -> dict[str, int]:
+def tool_call_counts(calls: list[dict[str, Any]], live: tuple[str, ...] = ()) -> dict[str, int]:
     """``from_record``: calls answered from the recording; ``off_record``: calls it had no
-    answer for; ``executed``: executions of the run beyond those (a real handler reached) —
-    0 by construction of the recorded registry, counted to show it."""
+    answer for; ``executed``: calls that reached a real handler — the live tools' (read-only,
+    idempotent) only: every other tool of an experiment run is the recording
+    (``experiments.recorded.recorded_registry``)."""
     off = sum(1 for c in calls if (c.get("error") or {}).get("code") == ToolErrorCode.OFF_RECORD)
-    answered = sum(1 for c in calls if c["executed"])
-    rows = ToolExecution.objects.filter(idempotency_key__startswith=f"{run.id}:").count()
-    return {"executed": max(0, rows - answered), "from_record": answered - off, "off_record": off}
+    answered = [c for c in calls if c["executed"]]
+    executed_live = sum(1 for c in answered if c["tool"] in live)
+    return {
+        "executed": executed_live,
+        "from_record": len(answered) - executed_live - off,
+        "off_record": off,
+    }
 
 
-def score_item(item: DatasetItem, recording: dict[str, Any], run: Run) -> dict[str, Any]:
+def score_item(
+    item: DatasetItem, recording: dict[str, Any], run: Run, live: tuple[str, ...] = ()
+) -> dict[str, Any]:
     baseline_calls = recording.get("calls", [])
     candidate_calls = calls_of(load_run_messages(run))
     candidate_answer = (unseal(run.sealed, None) or {}).get("answer") or ""
@@ -116,12 +122,28 @@ def score_item(item: DatasetItem, recording: dict[str, Any], run: Run) -> dict[s
             "baseline": {"status": item.status, "outcome": item.outcome},
             "candidate": {"status": run.status, "outcome": run.outcome},
         },
-        "tool_calls": tool_call_counts(run, candidate_calls),
+        "tool_calls": tool_call_counts(candidate_calls, live),
         "assertions": checks,
         "tokens": {
             "baseline": item.prompt_tokens + item.completion_tokens,
             "candidate": run.prompt_tokens + run.completion_tokens,
         },
         "cost_usd": {"baseline": float(item.cost_usd), "candidate": float(run.cost_usd)},
+        "latency_ms": {"baseline": item.latency_ms, "candidate": latency_ms(run)},
+        "steps": {"baseline": item.steps, "candidate": run.steps},
+        "calls": {
+            "baseline": [_brief(c) for c in baseline_calls],
+            "candidate": [_brief(c) for c in candidate_calls],
+        },
         "model_route": run.model_route,
+    }
+
+
+def _brief(call: dict[str, Any]) -> dict[str, Any]:
+    """A call as the summary lists it: step, tool, how it ended (no arguments or results:
+    these are clear data here; the console shows the runs' masked ones)."""
+    return {
+        "step": call["step"],
+        "tool": call["tool"],
+        "error": (call.get("error") or {}).get("code"),
     }

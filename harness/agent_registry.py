@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from jsonschema import Draft202012Validator
@@ -113,9 +114,15 @@ def _read_agent_file(path: Path, default_max_steps: int) -> AgentSpec:
         ) from exc
     except OSError as exc:
         raise InvalidAgentFile(str(path), f"cannot be read: {exc}") from exc
+    return agent_from_data(data, str(path), default_max_steps)
+
+
+def agent_from_data(data: Any, where: str, default_max_steps: int) -> AgentSpec:
+    """An agent file's content, checked against its schema (``InvalidAgentFile`` naming
+    ``where``); also how an experiment's candidate agent file is read."""
     error = next(iter(sorted(_validator().iter_errors(data), key=lambda e: e.path)), None)
     if error is not None:
-        raise InvalidAgentFile(str(path), f"at {error.json_path}: {error.message}")
+        raise InvalidAgentFile(where, f"at {error.json_path}: {error.message}")
     return AgentSpec(
         name=data["name"],
         description=data["description"],
@@ -132,5 +139,5 @@ def _read_agent_file(path: Path, default_max_steps: int) -> AgentSpec:
         deadline_s=data.get("deadline_s"),
         context_tokens=data.get("context_tokens"),
         strategy=data.get("strategy", "react"),
-        path=str(path),
+        path=where,
     )

@@ -55,6 +55,7 @@ ROLE_PERMISSIONS = [
             "approval:decide",
             "dataset:write",
             "experiment:run",
+            "experiment:live_tools",
         ],
         "approver": ["approval:decide"],
     }.items()

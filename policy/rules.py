@@ -228,6 +228,11 @@ def list_labels(run_id: str) -> list[RunLabel]:
     return list(RunLabel.objects.filter(run_id=run_id))
 
 
+def run_ids_holding(label: str) -> list[str]:
+    """The ids of the runs that hold ``label`` (read data carrying it)."""
+    return list(RunLabel.objects.filter(label=label).values_list("run_id", flat=True))
+
+
 def _label_verdict(rule: RuleSpec, version: int, source: HeldLabel, why: str) -> RuleVerdict:
     action = "refused" if rule.effect == RuleEffect.REFUSE else "held for approval"
     return RuleVerdict(

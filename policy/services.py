@@ -100,6 +100,7 @@ from policy.rules import (
     list_rules,
     record_labels,
     rules_for,
+    run_ids_holding,
     update_rule,
 )
 from policy.snapshot import PolicySnapshot, ProposedEdit, policy_snapshot
@@ -186,6 +187,7 @@ __all__ = [
     "role_subject",
     "rules_for",
     "run_crossings",
+    "run_ids_holding",
     "run_room",
     "run_tool_limits",
     "run_usage",

@@ -89,6 +89,18 @@ for n, s in enumerate(json.load(open("scripts/demo-scenarios.json", encoding="ut
     print(f"  curl -s {url}/api/v1/runs -H 'Authorization: Bearer {key}' \\")
     print(f"    -H 'Content-Type: application/json' -d {shlex.quote(body)}\n")
 PYEOF
+cat <<EXPERIMENT
+  Experiments (README "Experiments"): after the scenarios above, put their ended runs in a
+  dataset, run it again with a second scripted model (gateway/scripts/demo-candidate.json,
+  which searches first on the parcel question), tools answered from the recording:
+  curl -s ${URL}/api/v1/datasets -H 'Authorization: Bearer ${KEY}' -H 'X-Harness-User: alice' \\
+    -H 'Content-Type: application/json' -d '{"name": "demo-scenarios", "filter": {"agent": "ticket-assistant"}}'
+  curl -s ${URL}/api/v1/experiments -H 'Authorization: Bearer ${KEY}' -H 'X-Harness-User: alice' \\
+    -H 'Content-Type: application/json' -d '{"dataset": "demo-scenarios", "candidate": {"model": "scripted:demo-candidate"}}'
+  curl -s ${URL}/api/v1/experiments/<id> -H 'Authorization: Bearer ${KEY}'
+  Console: ${URL}/admin/experiments/experiment/ (summary, side by side, export)
+
+EXPERIMENT
 echo "  Ctrl-C stops the server and the worker."
 
 wait $WEB

@@ -46,6 +46,8 @@ class ToolDefinition:
     enabled: bool = True
     timeout_s: float = 30.0
     idempotent: bool = False
+    # Changes nothing anywhere (only reads): with ``idempotent``, an experiment may run it live.
+    read_only: bool = False
     concurrency_safe: bool = False
     approval: str = "never"
     # Four eyes by default: the run's own end user may approve its held calls only if true.
@@ -189,6 +191,7 @@ def _read_tool_file(
         enabled=enabled,
         timeout_s=float(data.get("timeout_s", default_timeout_s)),
         idempotent=data.get("idempotent", False),
+        read_only=data.get("read_only", False),
         concurrency_safe=data.get("concurrency_safe", False),
         approval=data.get("approval", "never"),
         self_approval=data.get("self_approval", False),

@@ -61,6 +61,9 @@ class AuditKind(models.TextChoices):
     MODEL_RESPONSE = "model_response"
     TOOL_IO = "tool_io"
     POLICY_DECISION = "policy_decision"
+    # Who made or changed what outside a run (a dataset made, an experiment run), each
+    # subject's records a chain of their own, linked like a run's (experiments.audit).
+    ADMIN_ACTION = "admin_action"
 
 
 class AppendOnlyQuerySet(models.QuerySet):

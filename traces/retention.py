@@ -22,6 +22,7 @@ from typing import Any
 from django.conf import settings
 from django.db import connection, models, transaction
 from django.db.models import Max
+from django.dispatch import Signal
 from django.utils import timezone
 
 from traces.chain import (
@@ -42,6 +43,11 @@ from traces.models import (
     RetentionPolicy,
     Span,
 )
+
+# Sent inside the batch's transaction with ``tenant`` and ``request_ids``: the runs whose
+# audit retention just deleted. Apps that keep copies of runs delete theirs (traces imports
+# no app: they connect here).
+runs_expired = Signal()
 
 
 @dataclass
@@ -134,6 +140,8 @@ def _delete_expired_runs(tenant: str, cutoff: datetime, batch: int, report: Rete
             )
             report.spans += Span.objects.filter(request_id__in=runs).delete()[0]
             report.fingerprints += Fingerprint.objects.filter(request_id__in=runs).delete()[0]
+            # Copies of these runs kept elsewhere (datasets) go with them, in this batch.
+            runs_expired.send(sender=RetentionReport, tenant=tenant, request_ids=runs)
             deleted += count
         if len(prefix) < batch:
             return deleted

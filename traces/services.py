@@ -23,7 +23,7 @@ from traces.keys import fingerprint_search_keys
 from traces.masking import under
 from traces.models import AuditKind, SpanKind, SpanStatus
 from traces.recorder import OpenSpan, TraceRecorder, new_masker, store_fingerprints
-from traces.retention import RetentionReport, delete_expired_traces
+from traces.retention import RetentionReport, delete_expired_traces, runs_expired
 from traces.rows import insert_rows, new_row, sent_together
 from traces.sealing import seal, unseal
 
@@ -48,6 +48,7 @@ __all__ = [
     "new_row",
     "normalize_json",
     "register_ended_runs",
+    "runs_expired",
     "seal",
     "sent_together",
     "under",

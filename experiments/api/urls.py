@@ -18,6 +18,11 @@ urlpatterns = [
         name="experiment-detail",
     ),
     path(
+        "experiments/<str:experiment_id>/export",
+        views.ExperimentExportView.as_view(),
+        name="experiment-export",
+    ),
+    path(
         "experiments/<str:experiment_id>/cancel",
         views.ExperimentCancelView.as_view(),
         name="experiment-cancel",

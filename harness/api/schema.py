@@ -247,8 +247,11 @@ def _statuses_of(path: str, method: str, operation: dict[str, Any]) -> list[str]
 
 
 def _content_types(responses: dict[str, Any]) -> list[str]:
-    for response in responses.values():
-        content = response.get("content")
-        if content:
-            return list(content)
-    return ["application/json"]
+    documented = [list(r["content"]) for r in responses.values() if r.get("content")]
+    if not documented:
+        return ["application/json"]
+    if "application/json" not in documented[0] and any(
+        "application/json" in types for types in documented
+    ):
+        return ["application/json"]  # e.g. a JSON Lines export: its errors are JSON
+    return documented[0]

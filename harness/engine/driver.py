@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
 
 from django.db import DatabaseError, transaction
 from django.utils import timezone
@@ -30,11 +29,12 @@ from django.utils import timezone
 from core.errors import DomainError
 from gateway.messages import Message, ToolCall
 from harness import webhooks
-from harness.agent_registry import AgentSpec, get_agent
+from harness.agent_registry import get_agent
 from harness.dispatch import enqueue_run
 from harness.engine import approvals, planning, retry, state
 from harness.engine.conversation import load_run_messages, run_start
 from harness.engine.drive import Drive, Driver, StepOutcome, StopReason
+from harness.engine.experiment_seam import experiment_setup
 from harness.engine.guard import RunGuard
 from harness.engine.heartbeat import get_heartbeat
 from harness.engine.outcome import OutcomeTally
@@ -52,10 +52,9 @@ from harness.engine.step import (
 )
 from harness.engine.tool_calls import CallScope, DrivePolicy
 from harness.engine.writes import StepWrites
-from harness.errors import HarnessError
 from harness.events import EventType, last_sequence
 from harness.models import Run, RunStatus, Session
-from tools.services import ToolRegistry, get_tool_registry, store_kept_outcomes_soon
+from tools.services import get_tool_registry, store_kept_outcomes_soon
 from traces.services import (
     AuditKind,
     SpanKind,
@@ -68,24 +67,6 @@ from traces.services import (
 from traces.untrusted import clean_text
 
 logger = logging.getLogger(__name__)
-
-# How an experiment's run is set up: handed over by the experiments app at start-up
-# (``experiments.apps``), which sits above this one and so is never imported from here.
-ExperimentSetup = Callable[[Run, AgentSpec, ToolRegistry], tuple[AgentSpec, ToolRegistry]]
-_experiment_setups: list[ExperimentSetup] = []
-
-
-def set_experiment_setup(setup: ExperimentSetup) -> None:
-    """Let ``setup`` give an experiment's run its agent and tools (the last one set wins)."""
-    _experiment_setups.append(setup)
-
-
-def _experiment_setup(
-    run: Run, agent: AgentSpec, registry: ToolRegistry
-) -> tuple[AgentSpec, ToolRegistry]:
-    if not _experiment_setups:  # never run an experiment's tools for real
-        raise HarnessError(f"Experiment run {run.id}: the experiments app is not installed.")
-    return _experiment_setups[-1](run, agent, registry)
 
 
 def drive_run(run_id: str, driver: Driver, lease: state.Lease) -> Run:
@@ -219,8 +200,13 @@ def _drive(drive: Drive) -> Run:
     try:
         drive.agent = get_agent(run.agent)
         registry = get_tool_registry()
-        if run.experiment:  # the candidate's agent, and tools answered from the recording
-            drive.agent, registry = _experiment_setup(run, drive.agent, registry)
+        if run.experiment:  # the candidate's agent and policy, tools from the recording
+            drive.policy = drive.policy or DrivePolicy.load(
+                run.tenant.slug, run.user_id, str(run.id)
+            )
+            drive.agent, registry, drive.policy = experiment_setup(
+                run, drive.agent, registry, drive.policy
+            )
     except DomainError as exc:  # an agent or tool file, an experiment's setup
         outcome = StepOutcome(RunStatus.FAILED, detail=str(exc), reason=StopReason.CONFIGURATION)
         return _finish(drive, outcome)

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from django.core.management import call_command
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from experiments.models import Dataset, Experiment
@@ -80,7 +80,10 @@ def test_items_can_be_added_removed_and_given_expectations(acme):
     assert edited.json()["expectations"] == expectations
     bad = {"expectations": {"assertions": [{"type": "regex", "value": "("}]}}
     refused = acme.send("patch", f"{url}/items/{item}", bad, **ADMIN)
-    assert refused.status_code == 400
+    assert refused.status_code == 422
+    assert refused.json()["error"]["code"] == "invalid_assertion"
+    not_text = {"expectations": {"assertions": [{"type": "regex", "value": 5}]}}
+    assert acme.send("patch", f"{url}/items/{item}", not_text, **ADMIN).status_code == 400
     assert acme.get(url).json()["item_list"][0]["expectations"] == expectations  # kept
     assert acme.send("delete", f"{url}/items/{item}", **ADMIN).status_code == 204
     assert acme.get(url).json()["items"] == 2
@@ -109,6 +112,8 @@ _json = st.recursive(
 )
 
 
+# No deadline or speed health check: on a loaded shared machine, slow is not wrong.
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.dictionaries(st.text(alphabet="abcxyz_", max_size=4), _json, max_size=5))
 def test_canonical_arguments_ignore_key_order(arguments: dict[str, Any]) -> None:
     shuffled = dict(reversed(list(arguments.items())))
@@ -121,3 +126,16 @@ def test_canonical_arguments_normalise_numbers_and_unicode() -> None:
     assert canonical({"q": "e\u0301"}) == canonical({"q": "\u00e9"})
     assert canonical({"limit": 1.5}) != canonical({"limit": 1})
     assert canonical({"a": "1"}) != canonical({"a": 1})
+
+
+def test_adding_nothing_is_refused_and_a_patch_without_expectations_changes_nothing(acme):
+    runs = recorded_runs(acme)
+    created = make_dataset(acme, runs[:1])
+    url = f"/api/v1/datasets/{created['id']}"
+    refused = acme.post(f"{url}/items", {}, **ADMIN)
+    assert refused.status_code == 422
+    assert refused.json()["error"]["code"] == "nothing_to_add"
+    item = acme.get(url).json()["item_list"][0]
+    kept = acme.send("patch", f"{url}/items/{item['id']}", {}, **ADMIN)
+    assert kept.status_code == 200
+    assert kept.json() == item

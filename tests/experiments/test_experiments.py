@@ -140,18 +140,38 @@ def test_experiment_runs_are_left_out_of_cost_reports(acme):
 
 
 @pytest.mark.parametrize(
-    ("body", "code"),
+    ("body", "status", "code"),
     [
-        ({"dataset": "demo-three", "candidate": {"model": "scripted:demo"}, "tools": "live"}, 400),
-        ({"dataset": "demo-three", "candidate": {"prompt": "x", "model": "m"}}, 400),
-        ({"dataset": "nope", "candidate": {"model": "scripted:demo"}}, 404),
+        (
+            {"dataset": "demo-three", "candidate": {"model": "scripted:demo"}, "tools": "live"},
+            422,
+            "live_tool_refused",
+        ),
+        ({"dataset": "demo-three", "candidate": {"prompt": "x"}}, 400, "invalid_request"),
+        ({"dataset": "demo-three", "candidate": {}}, 422, "unsupported_candidate"),
+        (
+            {"dataset": "demo-three", "candidate": {"agent": {"name": "x"}}},
+            422,
+            "unsupported_candidate",
+        ),
+        (
+            {
+                "dataset": "demo-three",
+                "candidate": {"model": "m"},
+                "judge": {"model": "nope:x", "rubric": "r"},
+            },
+            422,
+            "invalid_judge",
+        ),
+        ({"dataset": "nope", "candidate": {"model": "scripted:demo"}}, 404, "dataset_not_found"),
     ],
 )
-def test_unsupported_experiments_are_refused_clearly(acme, body, code):
+def test_unsupported_experiments_are_refused_clearly(acme, body, status, code):
     make_dataset(acme, recorded_runs(acme)[:1])
     response = acme.post("/api/v1/experiments", body, **ADMIN)
-    assert response.status_code == code, response.content
-    assert response.json()["error"]["code"] in ("unsupported_candidate", "dataset_not_found")
+    assert response.status_code == status, response.content
+    assert response.json()["error"]["code"] == code
+    assert response.json()["error"]["message"]
     assert not ExperimentItem.objects.exists()
 
 
@@ -233,3 +253,29 @@ def test_an_item_that_cannot_run_is_an_error_and_the_experiment_still_ends(acme,
     report = acme.get(f"/api/v1/experiments/{experiment.id}").json()
     assert report["status"] == "succeeded"
     assert report["summary"]["errors"] == 1
+
+
+def test_the_demo_candidate_model_differs_on_the_parcel_question_only(acme):
+    """`make run`'s experiment: scripted:demo-candidate searches first on the parcel question
+    (scenario 3) and plays the demo everywhere else."""
+    runs = recorded_runs(acme)
+    made = acme.post(
+        "/api/v1/datasets",
+        {"name": "demo-scenarios", "filter": {"agent": "ticket-assistant"}},
+        **ADMIN,
+    )
+    assert made.json()["items"] == 3
+    before = desk()
+    experiment = services.start_experiment(
+        Tenant.objects.get(slug="acme"),
+        "demo-scenarios",
+        {"model": "scripted:demo-candidate"},
+        enqueue=False,
+    )
+    verdicts = {
+        str(row.item.run_id): services.run_item(str(row.id)).verdict
+        for row in experiment.items.select_related("item")
+    }
+    assert verdicts.pop(runs[1]) in ("diverged", "regression")
+    assert set(verdicts.values()) == {"same"}
+    assert desk() == before

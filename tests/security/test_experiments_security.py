@@ -119,7 +119,7 @@ def test_an_experiment_run_with_no_setup_handed_to_the_driver_executes_nothing(
     """The driver learns how to set up an experiment run from the experiments app at start-up
     (it may not import it); without that, the run fails rather than run the real tools."""
     _, seen = orders
-    monkeypatch.setattr("harness.engine.driver._experiment_setups", [])
+    monkeypatch.setattr("harness.engine.experiment_seam._setups", [])
     script = write_script(agent_dir.parent, [call(refund_tool, order_id="O-9"), {"text": "x"}])
     agent = write_agent(agent_dir, model=f"scripted:{script}", tools=[refund_tool])["name"]
     run, _ = create_run(
@@ -161,3 +161,41 @@ def test_datasets_and_experiments_are_tenant_scoped(acme, globex):
     cancelled = globex.post(f"/api/v1/experiments/{mine['id']}/cancel", {}, **charlie)
     assert cancelled.status_code == 404
     assert Experiment.objects.get().cancel_requested_at is None
+
+
+def test_live_tools_never_reach_a_tool_not_declared_read_only(acme, agent_dir, orders, refund_tool):
+    """An HTTP tool that changes things cannot be made live in an experiment, whoever asks:
+    the request is refused and its server sees nothing beyond the recorded run."""
+    _, seen = orders
+    recorded = run_script(
+        acme,
+        agent_dir,
+        [call(refund_tool, order_id="O-1"), {"text": "Refunded O-1."}],
+        tools=[refund_tool],
+    )
+    dataset = make_dataset(acme, [recorded["id"]], "refunds")
+    for tools in ({"live": [refund_tool]}, "live"):
+        refused = acme.post(
+            "/api/v1/experiments",
+            {"dataset": dataset["id"], "candidate": {"model": "scripted:demo"}, "tools": tools},
+            **{"X-Harness-User": "alice"},
+        )
+        assert refused.status_code == 422, refused.content
+        assert refused.json()["error"]["code"] == "live_tool_refused"
+        assert refund_tool in refused.json()["error"]["details"]["refused"]
+    assert not Experiment.objects.exists()
+    assert seen == ["/refund/O-1"]
+
+
+def test_another_tenant_cannot_list_or_export_experiments(acme, globex):
+    created = make_dataset(acme, recorded_runs(acme))
+    mine = acme.post(
+        "/api/v1/experiments",
+        {"dataset": created["id"], "candidate": {"model": "scripted:demo"}},
+        **{"X-Harness-User": "alice"},
+    ).json()
+    assert globex.get("/api/v1/experiments").json()["experiments"] == []
+    exported = globex.get(f"/api/v1/experiments/{mine['id']}/export")
+    assert exported.status_code == 404
+    assert exported.json()["error"]["code"] == "experiment_not_found"
+    assert [e["id"] for e in acme.get("/api/v1/experiments").json()["experiments"]] == [mine["id"]]

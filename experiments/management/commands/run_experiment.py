@@ -3,6 +3,7 @@ summary and exit 1 when regressions exceed ``--max-regressions``."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -22,29 +23,34 @@ class Command(BaseCommand):
         parser.add_argument("--dataset", required=True, help="The dataset's name or id.")
         parser.add_argument("--model", required=True, help="The candidate's model route.")
         parser.add_argument("--system-prompt", type=Path, help="A file with the system prompt.")
+        parser.add_argument("--agent-file", type=Path, help="An agent file replacing the agent.")
+        parser.add_argument(
+            "--policy-changes", type=Path, help="A JSON file: a proposed policy change (what-if)."
+        )
+        parser.add_argument("--strategy", choices=["react", "plan_execute"])
+        parser.add_argument("--token-budget", type=int, help="The experiment's own token budget.")
         parser.add_argument("--max-regressions", type=int, default=0)
 
     def handle(self, *args: Any, **options: Any) -> None:
         tenant = Tenant.objects.filter(slug=options["tenant"]).first()
         if tenant is None:
             raise CommandError(f"No tenant {options['tenant']!r}.")
-        candidate = {"model": options["model"]}
-        if options["system_prompt"]:
-            candidate["system_prompt"] = options["system_prompt"].read_text()
         try:
             experiment = services.start_experiment(
                 tenant,
                 options["dataset"],
-                candidate,
+                _candidate(options),
                 actor="manage.py run_experiment",
                 enqueue=False,
+                token_budget=options["token_budget"],
             )
         except DomainError as exc:
             raise CommandError(exc.message) from exc
         rows = list(experiment.items.all())
+        self.stderr.write(progress_bar(0, len(rows)))
         for done, row in enumerate(rows, 1):
             services.run_item(str(row.id))
-            self.stderr.write(f"\r[{'#' * done}{'.' * (len(rows) - done)}] {done}/{len(rows)}")
+            self.stderr.write("\r" + progress_bar(done, len(rows)))
         self.stderr.write("\n")
         experiment.refresh_from_db()
         report = queries.experiment_detail(experiment)
@@ -58,8 +64,33 @@ class Command(BaseCommand):
         self.stdout.write(f"OK: {regressions} regression(s).")
 
 
+def _candidate(options: dict[str, Any]) -> dict[str, Any]:
+    candidate: dict[str, Any] = {"model": options["model"]}
+    try:
+        if options["system_prompt"]:
+            candidate["system_prompt"] = options["system_prompt"].read_text()
+        if options["agent_file"]:
+            candidate["agent"] = json.loads(options["agent_file"].read_text())
+        if options["policy_changes"]:
+            candidate["policy_changes"] = json.loads(options["policy_changes"].read_text())
+    except (OSError, ValueError) as exc:
+        raise CommandError(f"Cannot read the candidate's file: {exc}") from exc
+    if options["strategy"]:
+        candidate["strategy"] = options["strategy"]
+    return candidate
+
+
+def progress_bar(done: int, total: int, width: int = 30) -> str:
+    """``[#########.....] 3/5``: ``width`` cells, filled in proportion."""
+    filled = width * done // total if total else width
+    return f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total}"
+
+
 def _table(report: dict[str, Any]) -> str:
-    lines = [f"experiment {report['id']}  candidate {report['candidate']['model']}"]
+    lines = [
+        f"experiment {report['id']}  candidate {report['candidate'].get('model', '-')}  "
+        f"status {report['status']}"
+    ]
     lines.append(f"{'run':36}  {'verdict':10}  {'trajectory':10}  step  from  off  exec")
     for item in report["items"]:
         step = (item["first_divergence"] or {}).get("step", "")
