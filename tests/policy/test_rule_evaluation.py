@@ -180,7 +180,7 @@ def test_a_call_rule_matches_every_value_it_names_and_says_which():
         name="no-big-refunds",
         kind="call",
         tool="refund",
-        match={"currency": "EUR", "amount": 500},
+        match={"amount": 500, "currency": "EUR"},  # in the order jsonb keeps
         effect="refuse",
     )
 
@@ -194,10 +194,10 @@ def test_a_call_rule_matches_every_value_it_names_and_says_which():
     )
 
     assert (matching.effect, matching.rule) == ("refuse", "no-big-refunds")
-    assert matching.reason == "refund with currency='EUR', amount=500"
+    assert matching.reason == "refund with amount=500, currency='EUR'"
     assert matching.attributes() == {
         "rule": "no-big-refunds",
-        "reason": "refund with currency='EUR', amount=500",
+        "reason": "refund with amount=500, currency='EUR'",
         "policy_version": current_version_key("acme")[0],
     }
     assert other_value.allowed
