@@ -13,11 +13,13 @@ from django.db import connection
 from django.utils import timezone
 
 from tests.traces.test_audit_chain import tamper, verify
+from traces import chain as chain_module
 from traces.chain import (
     RunChain,
     anchor_run,
     hash_of_link,
     insert_records,
+    register_ended_runs,
     sign_link,
     signed_head,
     verify_chain,
@@ -280,6 +282,7 @@ def test_a_head_whose_link_was_deleted_without_retention_is_missing(tmp_path):
     write_run(1)
     head = signed_head("acme")
     write_run(2)
+    write_run(3, tenant="globex")  # another tenant's link 1 is not acme's
     delete_links(1)
 
     ok, output = expect(tmp_path, head)
@@ -318,3 +321,58 @@ def test_an_expected_head_with_a_sequence_that_is_no_number_is_refused(tmp_path)
 
     assert not ok
     assert "the expected head is not a {tenant, sequence, hash, signature} object" in output
+
+
+# --- Which runs have ended: the registered sources ---------------------------------------------
+
+
+def test_a_registered_source_says_which_runs_have_ended_and_is_asked_once(monkeypatch):
+    monkeypatch.setattr(chain_module, "_ended_run_sources", [])  # only this test's source
+    paused = f"{1:032x}"
+    chain = RunChain(paused, "acme", new=True)
+    insert_records([chain.link("0" * 16, "tool_io", {"i": 1})])
+    anchor_run(paused, "acme", chain.head)  # a pause: the link is not final
+    asked = []
+
+    def ended(tenant: str) -> list[str]:
+        asked.append(tenant)
+        return [paused]
+
+    assert verify_chain("acme").ok  # no source: not told apart from a run still going
+    register_ended_runs(ended)
+    register_ended_runs(ended)  # idempotent
+
+    report = verify_chain("acme")
+
+    assert asked == ["acme"]
+    assert report.broken.reason == f"run {paused} has ended but its last link is not final"
+
+
+def test_a_chain_deleted_whole_no_longer_extends_its_exported_head(tmp_path):
+    run = write_run(1)
+    head = signed_head("acme")
+    for table in ("traces_auditrecord", "traces_auditrunlink", "traces_auditchainhead"):
+        tamper(f"DELETE FROM {table} WHERE tenant = 'acme'")  # noqa: S608 (our table names)
+
+    ok, output = expect(tmp_path, head)
+
+    assert not ok
+    assert (
+        "acme: NOT EXTENDING the expected head: the chain was cut back: the expected head is at "
+        "link 1, the chain now ends at link 0\n"
+    ) in output
+    assert not AuditRecord.objects.filter(request_id=run).exists()
+
+
+def test_an_expected_head_signed_by_another_deployment_is_refused(tmp_path):
+    write_run(1)
+    head = signed_head("acme")
+    other = sign_link("head", "acme", head["sequence"], head["hash"], key=b"another deployment")
+
+    ok, output = expect(tmp_path, head | {"signature": other})
+
+    assert not ok
+    assert (
+        "acme: NOT EXTENDING the expected head: the expected head's signature does not match (not "
+        "exported by this deployment)\n"
+    ) in output
