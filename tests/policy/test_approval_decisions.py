@@ -12,6 +12,7 @@ import pytest
 from django.utils import timezone
 
 from harness.models import Run, RunStatus
+from policy import approvals
 from policy.errors import (
     ActingUserRequired,
     ApprovalAlreadyDecided,
@@ -25,6 +26,7 @@ from policy.errors import (
 from policy.models import ToolApproval
 from policy.services import (
     EditedArguments,
+    add_decision_guard,
     add_permission,
     approval_decided,
     build_approval,
@@ -344,6 +346,55 @@ def test_whoever_edited_a_call_may_not_approve_their_own_edit(run):
     assert denied.status == "denied"
 
 
+def edit_to(arguments: dict):
+    return lambda approval: EditedArguments(arguments, canonical_sha256(arguments), "s")
+
+
+EDITED = {"ticket_id": "T-1", "action": "resolve"}
+
+
+def test_the_editor_is_who_edited_this_call_of_this_run_not_another(run):
+    other_run = Run.objects.create(
+        request_id="o" * 32,
+        tenant=run.tenant,
+        agent="ticket-assistant",
+        user_id="bob",
+        input="escalate it too",
+        max_steps=5,
+        status=RunStatus.AWAITING_APPROVAL,
+    )
+    held(run, "call_1_1")
+    held(run, "call_1_2")
+    decide(run, call_id="call_1_1", approver="ann", edit=edit_to(EDITED))
+    held(run, "call_1_1", arguments=EDITED, round=2)
+    # Decided later, by someone else: the same call id in another run, another call in this one.
+    held(other_run, "call_1_1")
+    decide(other_run, call_id="call_1_1", approver="cid", edit=edit_to(EDITED))
+    decide(run, call_id="call_1_2", approver="cid", approve=False)
+
+    with pytest.raises(ApproverIsEndUser) as caught:
+        decide(run, approver="ann", arguments_sha256=canonical_sha256(EDITED))
+    assert caught.value.details["edited_by"] == "ann"
+
+    approved = decide(run, approver="cid", arguments_sha256=canonical_sha256(EDITED))
+    assert (approved.round, approved.status, approved.decided_by) == (2, "approved", "cid")
+
+
+def test_a_later_round_whose_earlier_round_is_gone_names_no_editor(run):
+    held(run, arguments=EDITED, round=2)  # as if round 1 had been deleted
+
+    with pytest.raises(ApproverIsEndUser) as caught:
+        decide(run, approver="bob", arguments_sha256=canonical_sha256(EDITED))
+
+    assert caught.value.details == {
+        "approver": "bob",
+        "end_user": "bob",
+        "edited_by": "",
+        "tool": "update_ticket",
+    }
+    assert decide(run, approver="ann", arguments_sha256=canonical_sha256(EDITED)).round == 2
+
+
 # --- Four eyes -----------------------------------------------------------------------------------
 
 
@@ -385,27 +436,28 @@ def test_the_tenant_may_let_an_approver_decide_their_own_runs_calls(run):
 
 
 def test_no_decision_before_the_expiry_means_deny(run, django_capture_on_commit_callbacks):
-    held(run, "call_1_1")
-    held(run, "call_1_2")
-    held(run, "call_1_3")
+    for call_id in ("call_1_1", "call_1_2", "call_1_3", "call_1_4"):
+        held(run, call_id)
     decide(run, call_id="call_1_3")
     now = timezone.now()
-    ToolApproval.objects.filter(call_id="call_1_1").update(expires_at=now)
-    ToolApproval.objects.filter(call_id="call_1_3").update(expires_at=now)
+    ToolApproval.objects.filter(call_id__in=["call_1_1", "call_1_3", "call_1_4"]).update(
+        expires_at=now
+    )
     ToolApproval.objects.filter(call_id="call_1_2").update(expires_at=now + timedelta(minutes=1))
 
     with django_capture_on_commit_callbacks() as callbacks:
-        assert expire_approvals() == 1
+        assert expire_approvals() == 2
     assert expire_approvals() == 0
 
-    assert len(callbacks) == 1
-    expired = ToolApproval.objects.get(call_id="call_1_1")
-    assert (expired.status, expired.decided_by, expired.comment) == (
-        "expired",
-        "expiry",
-        "no decision in time",
-    )
-    assert expired.decided_at is not None
+    assert len(callbacks) == 2
+    for call_id in ("call_1_1", "call_1_4"):
+        expired = ToolApproval.objects.get(call_id=call_id)
+        assert (expired.status, expired.decided_by, expired.comment) == (
+            "expired",
+            "expiry",
+            "no decision in time",
+        )
+        assert expired.decided_at is not None
     assert ToolApproval.objects.get(call_id="call_1_2").status == "pending"
     assert ToolApproval.objects.get(call_id="call_1_3").decided_by == "ann"
 
@@ -422,3 +474,49 @@ def test_a_decision_after_the_expiry_is_refused_as_expired(run):
         {"status": "expired", "decided_by": "expiry"},
     )
     assert ToolApproval.objects.get().status == "expired"
+
+
+# --- Decision guards -----------------------------------------------------------------------------
+
+
+def test_a_decision_guard_is_asked_before_any_decision_and_may_refuse_it(run, monkeypatch):
+    monkeypatch.setattr(approvals, "_decision_guards", [])  # only this test's guard
+    held(run)
+    asked = []
+
+    def guard(approval: ToolApproval) -> None:
+        asked.append(approval.call_id)
+        raise RunNotAwaitingApproval("not waiting", {"call_id": approval.call_id})
+
+    add_decision_guard(guard)
+    add_decision_guard(guard)  # idempotent
+
+    with pytest.raises(RunNotAwaitingApproval):
+        decide(run, edit=pytest.fail)
+
+    assert asked == ["call_1_1"]
+    assert ToolApproval.objects.get().status == "pending"
+
+
+def test_a_decision_racing_the_expiry_loses_if_the_expiry_closed_first(run, monkeypatch):
+    """Between the decision's checks and its write, the expiry closes the call (as beat may,
+    on another worker): the write is conditional on pending, so exactly one closer wins."""
+    monkeypatch.setattr(approvals, "_decision_guards", [])
+    held(run)
+
+    def expiry_meanwhile(approval: ToolApproval) -> None:
+        ToolApproval.objects.filter(pk=approval.pk).update(expires_at=timezone.now())
+        assert expire_approvals() == 1
+
+    add_decision_guard(expiry_meanwhile)
+
+    with pytest.raises(ApprovalAlreadyDecided) as caught:
+        decide(run, comment="too late")
+
+    assert caught.value.details == {"status": "expired", "decided_by": "expiry"}
+    closed = ToolApproval.objects.get()
+    assert (closed.status, closed.decided_by, closed.comment) == (
+        "expired",
+        "expiry",
+        "no decision in time",
+    )
