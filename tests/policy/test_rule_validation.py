@@ -277,3 +277,23 @@ def test_the_defaults_come_first_then_every_rule_of_the_tenant_enabled_or_not():
         ("pii-internal", False, False),
     ]
     assert get_rule("globex", "default-escalation-approval").match == {"action": "escalate"}
+
+
+def test_an_edit_or_a_read_names_one_rule_of_one_tenant():
+    create_rule("acme", {**CALL, "name": "b-first"}, ADMIN)  # first by id and by name
+    create_rule("acme", CALL, ADMIN)
+    create_rule("acme", FLOW, ADMIN)
+    create_rule("globex", EXCLUSIVE, ADMIN)
+
+    assert get_rule("acme", "pii-internal").kind == "flow"
+    with pytest.raises(RuleNotFound):
+        get_rule("acme", "finance-or-hr")  # globex's
+    update_rule("acme", "no-refunds", {"effect": "refuse"}, ADMIN)
+    assert get_rule("acme", "no-refunds").effect == "refuse"
+    delete_rule("acme", "no-refunds", ADMIN)
+
+    assert [(rule.name, rule.kind, rule.effect) for rule in list_rules("acme")[2:]] == [
+        ("b-first", "call", "require_approval"),
+        ("pii-internal", "flow", "refuse"),
+    ]
+    assert get_rule("globex", "finance-or-hr").kind == "exclusive"
