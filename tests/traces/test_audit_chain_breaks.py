@@ -81,30 +81,30 @@ def test_an_intact_chain_reports_what_it_verified():
     )
 
 
-def test_several_records_deleted_inside_a_run_are_named_together():
+@pytest.mark.parametrize(
+    ("deleted", "named"),
+    [
+        (
+            (2, 3, 4),
+            "sequence 2 (record id {id_5}, run {run}): records 2 to 4 are missing (deleted)",
+        ),
+        (
+            (4, 5, 6),
+            "sequence 4 (run {run}): records 4 to 6 at the end of the run are missing (deleted); "
+            "link 1 names them",
+        ),
+    ],
+    ids=["inside", "at-the-end"],
+)
+def test_several_records_deleted_from_a_run_are_named_together(deleted, named):
     run = write_run(1, records=6)
-    delete_records(run, 2, 3, 4)
+    id_5 = record_id(run, 5)
+    delete_records(run, *deleted)
 
     ok, output = verify("acme")
 
     assert not ok
-    assert (
-        f"acme: BROKEN at sequence 2 (record id {record_id(run, 5)}, run {run}): "
-        "records 2 to 4 are missing (deleted)\n"
-    ) in output
-
-
-def test_several_records_deleted_at_the_end_of_a_linked_run_are_named_together():
-    run = write_run(1, records=6)
-    delete_records(run, 4, 5, 6)
-
-    ok, output = verify("acme")
-
-    assert not ok
-    assert (
-        f"acme: BROKEN at sequence 4 (run {run}): records 4 to 6 at the end of the run are "
-        "missing (deleted); link 1 names them\n"
-    ) in output
+    assert f"acme: BROKEN at {named.format(run=run, id_5=id_5)}\n" in output
 
 
 def test_several_links_deleted_inside_the_tenants_chain_are_named_together():
@@ -185,32 +185,28 @@ def test_a_head_ahead_of_an_empty_chain_names_the_missing_link():
     )
 
 
-def test_many_runs_whose_audit_is_gone_are_named_five_at_a_time():
+def spans_without_audit(count: int, kind: str = SpanKind.MODEL_CALL, first: int = 1) -> list[str]:
+    """``count`` runs that left one span of ``kind`` each and no audit record or link."""
     now = timezone.now()
-    runs = [f"{n:032x}" for n in range(1, 8)]
-    for n, request_id in enumerate(runs):
+    runs = [f"{n:032x}" for n in range(first, first + count)]
+    for request_id in runs:
         Span.objects.create(
             request_id=request_id,
             tenant="acme",
-            span_id=f"{n:016x}",
+            span_id=request_id[-16:],
             sequence=1,
-            kind=SpanKind.MODEL_CALL,
-            name="model_call",
+            kind=kind,
+            name=str(kind),
             started_at=now,
             ended_at=now,
             duration_ms=1.0,
         )
-    Span.objects.create(  # a run without model calls needs no audit
-        request_id="f" * 32,
-        tenant="acme",
-        span_id="f" * 16,
-        sequence=1,
-        kind=SpanKind.TOOL_CALL,
-        name="tool_call",
-        started_at=now,
-        ended_at=now,
-        duration_ms=1.0,
-    )
+    return runs
+
+
+def test_many_runs_whose_audit_is_gone_are_named_five_at_a_time():
+    runs = spans_without_audit(7)
+    spans_without_audit(1, SpanKind.TOOL_CALL, first=100)  # no model call: needs no audit
 
     ok, output = verify()
 
@@ -222,20 +218,7 @@ def test_many_runs_whose_audit_is_gone_are_named_five_at_a_time():
 
 
 def test_a_few_runs_whose_audit_is_gone_are_all_named():
-    now = timezone.now()
-    runs = [f"{n:032x}" for n in range(1, 6)]
-    for n, request_id in enumerate(runs):
-        Span.objects.create(
-            request_id=request_id,
-            tenant="acme",
-            span_id=f"{n:016x}",
-            sequence=1,
-            kind=SpanKind.MODEL_CALL,
-            name="model_call",
-            started_at=now,
-            ended_at=now,
-            duration_ms=1.0,
-        )
+    runs = spans_without_audit(5)
 
     report = verify_chain("acme")
 
