@@ -297,3 +297,12 @@ def test_an_edit_or_a_read_names_one_rule_of_one_tenant():
         ("pii-internal", "flow", "refuse"),
     ]
     assert get_rule("globex", "finance-or-hr").kind == "exclusive"
+
+
+@pytest.mark.parametrize("description", [None, ""], ids=["null", "empty"])
+def test_a_rule_without_a_description_has_an_empty_one(description):
+    spec, _ = create_rule("acme", {**CALL, "description": description}, ADMIN)
+    create_rule("acme", FLOW, ADMIN)  # none given at all
+
+    assert spec.description == ""
+    assert [rule.description for rule in list_rules("acme")[2:]] == ["", ""]
