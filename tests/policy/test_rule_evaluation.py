@@ -228,23 +228,28 @@ def test_the_shipped_escalation_rule_holds_an_escalation_only():
 
 
 def test_a_tool_declared_approval_always_is_held_for_any_arguments():
+    version = add(name="unrelated", kind="call", tool="refund", effect="refuse")
+
     verdict = check_call_rules("acme", "wire_money", "always", {"amount": 1})
 
     assert verdict == RuleVerdict(
         "require_approval",
         "tool-approval-always",
         "wire_money is declared to need approval for every call",
-        0,
+        version,
     )
 
 
 def test_a_tool_declared_approval_never_is_never_held_but_still_refused():
+    add(name="hold-wires", kind="call", tool="wire_money", effect="require_approval")
     add(name="no-wires", kind="call", tool="wire_money", match={"to": "abroad"}, effect="refuse")
 
     escalation = check_call_rules("acme", "update_ticket", "never", {"action": "escalate"})
+    held = check_call_rules("acme", "wire_money", "never", {"to": "home"})
     refused = check_call_rules("acme", "wire_money", "never", {"to": "abroad"})
 
     assert escalation.allowed
+    assert held.allowed
     assert (refused.effect, refused.rule) == ("refuse", "no-wires")
 
 
@@ -295,3 +300,20 @@ def test_the_first_call_to_bring_a_label_in_is_the_one_kept():
 
     assert held == {"pii": ("call_1_1", "get_ticket"), "finance": ("call_1_2", "read_books")}
     assert list_labels("run-2") == []
+
+
+def test_a_tenants_rules_are_read_once_per_policy_version(django_assert_num_queries):
+    """One query (the version) per check once cached; an edit in one tenant does not cost
+    another tenant its cached rules."""
+    add(name="no-refunds", kind="call", tool="refund", effect="refuse")
+    add("globex", name="no-wires", kind="call", tool="wire_money", effect="refuse")
+    check_call_rules("acme", "refund", "policy", {})
+    check_call_rules("globex", "wire_money", "policy", {})
+
+    with django_assert_num_queries(1):
+        assert check_call_rules("acme", "refund", "policy", {}).rule == "no-refunds"
+    add(name="no-gifts", kind="call", tool="gift", effect="refuse")  # acme's version moves
+    with django_assert_num_queries(2):  # the version, then acme's rules as of it
+        assert check_call_rules("acme", "gift", "policy", {}).rule == "no-gifts"
+    with django_assert_num_queries(1):
+        assert check_call_rules("globex", "wire_money", "policy", {}).rule == "no-wires"
