@@ -32,9 +32,11 @@ from policy.engine import current_version_key
 from policy.errors import InvalidRule, RuleNotFound
 from policy.models import PolicyRule, RuleEffect, RuleKind, RunLabel
 
-LABEL_PATTERN = re.compile(r"^[a-z0-9_-]{1,64}$")
-RULE_NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,99}$")
-TOOL_PATTERN = re.compile(r"^([a-zA-Z0-9_-]{1,64}|\*)$")
+# Matched whole (``fullmatch``): ``$`` alone would also accept a trailing newline, and a rule
+# naming ``"refund\n"`` would be stored and never match the tool ``refund``.
+LABEL_PATTERN = re.compile(r"[a-z0-9_-]{1,64}")
+RULE_NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,99}")
+TOOL_PATTERN = re.compile(r"[a-zA-Z0-9_-]{1,64}|\*")
 DEFAULT_PREFIX = "default-"
 ALLOW = "allow"
 
@@ -378,7 +380,7 @@ def _columns(spec: RuleSpec) -> dict[str, Any]:
 def validate_rule(data: dict[str, Any]) -> RuleSpec:
     """Check a rule's shape for its kind; raises ``InvalidRule`` naming the field."""
     name = str(data.get("name", ""))
-    if not RULE_NAME_PATTERN.match(name):
+    if not RULE_NAME_PATTERN.fullmatch(name):
         raise InvalidRule("name: 1-100 lower-case letters, digits, '_' or '-'", {"name": name})
     if name.startswith(DEFAULT_PREFIX):
         raise InvalidRule(f"names starting {DEFAULT_PREFIX!r} are reserved", {"name": name})
@@ -400,18 +402,22 @@ def validate_rule(data: dict[str, Any]) -> RuleSpec:
         if key not in needed and value:
             raise InvalidRule(f"a {kind} rule takes no {key!r}", {"field": key})
     for key in ("label", "other_label"):
-        if values[key] and not LABEL_PATTERN.match(values[key]):
+        if values[key] and not LABEL_PATTERN.fullmatch(values[key]):
             raise InvalidRule(f"{key} must be a label such as 'pii'", {"field": key})
-    if values["sink"] and values["sink"] != "*" and not LABEL_PATTERN.match(values["sink"]):
-        raise InvalidRule("sink must be a sink kind such as 'external', or '*'", {})
-    if values["tool"] and not TOOL_PATTERN.match(values["tool"]):
+    if values["sink"] and values["sink"] != "*" and not LABEL_PATTERN.fullmatch(values["sink"]):
+        raise InvalidRule("sink must be a sink kind such as 'external', or '*'", {"field": "sink"})
+    if values["tool"] and not TOOL_PATTERN.fullmatch(values["tool"]):
         raise InvalidRule("tool must be a tool name, or '*'", {"field": "tool"})
     if kind == RuleKind.EXCLUSIVE and values["label"] == values["other_label"]:
-        raise InvalidRule("an exclusive rule needs two different labels", {})
+        raise InvalidRule("an exclusive rule needs two different labels", {"field": "other_label"})
     if not isinstance(match, dict) or (match and kind != RuleKind.CALL):
-        raise InvalidRule("match is an object of argument values, for call rules only", {})
+        raise InvalidRule(
+            "match is an object of argument values, for call rules only", {"field": "match"}
+        )
     if any(isinstance(v, dict | list) for v in match.values()):
-        raise InvalidRule("match values must be strings, numbers, booleans or null", {})
+        raise InvalidRule(
+            "match values must be strings, numbers, booleans or null", {"field": "match"}
+        )
     return RuleSpec(
         name=name,
         kind=kind,

@@ -38,7 +38,7 @@ import hmac
 import json
 import math
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -838,11 +838,6 @@ def audited_tenants() -> list[str]:
         Span.objects.filter(kind=SpanKind.MODEL_CALL).values_list("tenant", flat=True).distinct()
     )
     return sorted(tenants)
-
-
-def iter_reports(tenants: list[str] | None = None) -> Iterator[ChainReport]:
-    for tenant in tenants if tenants is not None else audited_tenants():
-        yield verify_chain(tenant)
 
 
 def run_heads(tenant: str) -> dict[str, tuple[int, datetime]]:

@@ -400,6 +400,7 @@ ROUND_TRIPS = {
     "1e16": (1e16, 10_000_000_000_000_000),
     "-1e16": (-1e16, -10_000_000_000_000_000),
     "1.2345e16": (1.2345e16, 12_345_000_000_000_000),
+    "17 digits": (1.2345678901234568e16, 12_345_678_901_234_568),
     "1.5e300": (1.5e300, int("15" + "0" * 299)),
     "max float": (1.7976931348623157e308, int(Decimal("1.7976931348623157e308"))),
     "-0.0": (-0.0, 0.0),
@@ -448,6 +449,10 @@ def test_normalising_keeps_what_json_keeps_and_names_non_finite_numbers():
     assert normalize_json({1.5: 1, True: 2, "x\x00": 3}) == {"1.5": 1, "true": 2, "x\ufffd": 3}
     assert normalize_json(Decimal("1.10")) == "1.10"
     assert type(normalize_json(1e16)) is int
+    # Seventeen significant digits: the exponent of its shortest text is exactly 0.
+    assert repr(1.2345678901234568e16) == "1.2345678901234568e+16"
+    assert normalize_json(1.2345678901234568e16) == 12_345_678_901_234_568
+    assert type(normalize_json(1.2345678901234568e16)) is int
     assert type(normalize_json(1.0)) is float
     assert to_json_value({"t": (1,)}) == {"t": [1]}
     for bad, path in ((math.nan, "/a/1"), (math.inf, "/a/1"), (-math.inf, "/a/1")):
