@@ -85,7 +85,7 @@ class Masker:
         self._known_pattern: re.Pattern[str] | None = None
         self._memo: dict[str, str] = {}
         self._short_memo: dict[str, str] = {}
-        self._secret_keys: dict[Any, bool] = {}
+        self._members: dict[Any, tuple[bool, Any]] = {}
         self._found: dict[tuple[str, str], None] = {}
         self._drained = 0
         self._masks: dict[tuple[str, str, str | None], str] = {}
@@ -206,7 +206,7 @@ class Masker:
     def _mask_declared_value(self, kind: str, current: Any) -> Any:
         if current is None or isinstance(current, bool):
             return current
-        if kind == "secret" or kind in SECRET_KINDS:
+        if kind in SECRET_KINDS:  # "secret" is one
             return "[secret removed]"
         if isinstance(current, dict | list):
             return self._mask_declared(current, {"/*": kind}) if current else current
@@ -231,6 +231,7 @@ class Masker:
         if added:
             self._memo.clear()  # texts masked before may hold the new value
             self._short_memo.clear()
+            self._members.clear()
             alternatives = sorted(self._known, key=len, reverse=True)
             self._known_pattern = re.compile(
                 "|".join(
@@ -249,17 +250,20 @@ class Masker:
             return self.mask_text(value)
         if isinstance(value, dict):
             masked = {}
-            secret_keys = self._secret_keys
+            members = self._members
             for key, item in value.items():
-                secret = secret_keys.get(key)
-                if secret is None:
-                    secret = self._secret_key(key)
+                member = members.get(key)
+                if member is None:
+                    member = self._member(key)
+                secret, name = member
+                if name in masked:  # two keys masked alike (or one as another is): both kept
+                    name = _another_name(masked, name)
                 if secret:
-                    masked[key] = self._secret_member(item)
+                    masked[name] = self._secret_member(item)
                 elif type(item) is str:
-                    masked[key] = self.mask_text(item)
+                    masked[name] = self.mask_text(item)
                 else:
-                    masked[key] = self._walk(item)
+                    masked[name] = self._walk(item)
             return masked
         if isinstance(value, list | tuple):
             return [
@@ -272,21 +276,45 @@ class Masker:
             return value if masked_text == text else masked_text
         return value
 
-    def _secret_key(self, key: Any) -> bool:
-        """``key`` names a credential (``password``, ``api_key``, …): remembered for the run,
-        whose payloads' keys are few and recur at every step (bounded like the text memo)."""
-        secret = isinstance(key, str) and _SECRET_MEMBER.match(key) is not None
-        if len(self._secret_keys) >= SHORT_MEMO_SIZE:
-            self._secret_keys.clear()
-        self._secret_keys[key] = secret
-        return secret
+    def _member(self, key: Any) -> tuple[bool, Any]:
+        """Whether ``key`` names a credential (``password``, ``api_key``, …), and ``key`` as
+        stored: masked like any value (a payload keyed by e-mail address or phone number).
+        Remembered for the run, whose payloads' keys are few and recur at every step (bounded
+        like the text memo, and forgotten with it when a declared value is learnt)."""
+        if isinstance(key, str):
+            member = (_SECRET_MEMBER.match(key) is not None, self.mask_text(key))
+        else:
+            member = (False, self._walk(key) if type(key) is int else key)
+        if len(self._members) >= SHORT_MEMO_SIZE:
+            self._members.clear()
+        self._members[key] = member
+        return member
 
     def _secret_member(self, value: Any) -> Any:
-        if isinstance(value, str) and value and not value.endswith(" removed]"):
+        """The value of a member named like a credential, its shape kept: every string and
+        number in it removed (a numeric PIN, a list of keys, ``{"value": "…"}``), but a value
+        removed already (``[<kind> removed]``): masking is idempotent."""
+        if isinstance(value, str):
+            return "[secret removed]" if value and not value.endswith(" removed]") else value
+        if isinstance(value, dict):
+            return {
+                self.mask_text(key) if isinstance(key, str) else key: self._secret_member(item)
+                for key, item in value.items()
+            }
+        if isinstance(value, list | tuple):
+            return [self._secret_member(item) for item in value]
+        if isinstance(value, int | float) and not isinstance(value, bool):
             return "[secret removed]"
-        if isinstance(value, dict | list):
-            return self._walk(value)
         return value
+
+
+def _another_name(masked: dict[Any, Any], name: str) -> str:
+    """``name`` followed by the first `` (2)``, `` (3)``… that no member of ``masked`` has: two
+    keys of one object masked alike (``z***@example.com`` for ``zoe@…`` and ``zhang@…``)."""
+    number = 2
+    while f"{name} ({number})" in masked:
+        number += 1
+    return f"{name} ({number})"
 
 
 def _without_overlaps(spans: list[Span]) -> list[Span]:
