@@ -17,9 +17,11 @@ EMAILS = st.builds(
     st.from_regex(r"[a-z][a-z0-9._]{0,10}[a-z0-9]", fullmatch=True),
     st.sampled_from(["example.com", "mail.example.cn", "qq.com"]),
 )
-PHONES = st.sampled_from(["CN", "US", "GB", "DE", "FR"]).flatmap(
-    lambda region: standards.phones(region, "mobile")
-).map(lambda number: phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164))
+PHONES = (
+    st.sampled_from(["CN", "US", "GB", "DE", "FR"])
+    .flatmap(lambda region: standards.phones(region, "mobile"))
+    .map(lambda number: phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164))
+)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
@@ -91,7 +93,8 @@ def test_a_run_whose_tool_arguments_and_result_are_keyed_by_identifiers_stores_n
     assert response.status_code == 200, response.content
     run = Run.objects.get(request_id=response.json()["request_id"])
     io = AuditRecord.objects.get(request_id=run.request_id, kind="tool_io")
-    assert io.payload["result"]["echo"] == {"z***@example.com": "VIP", "+86 138****5678": "callback"}
+    stored = {"z***@example.com": "VIP", "+86 138****5678": "callback"}
+    assert io.payload["result"]["echo"] == stored
     leaks = [
         (clear, table)
         for table, text in stored_text_by_table().items()
