@@ -318,3 +318,70 @@ def test_pointers_re_rooted_under_a_member_mask_the_fields_below_it():
     assert sensitive == {"/result/holder": "name", "/result/phones/*": "phone"}
     assert masked["result"] == {"holder": "Z**** W**", "phones": ["138****5678"]}
     assert masked["holder"] == "Z**** W**"  # learnt: masked wherever it shows up again
+
+
+def test_pointers_reach_members_whose_names_hold_a_slash_or_a_tilde():
+    # RFC 6901: "~1" is "/" and "~0" is "~" in a pointer's segment.
+    value = {"a/b": "Zhang Wei", "m~n": "Li Na", "m~1n": "Wang Fang"}
+
+    masked = Masker(b"key").mask(value, {"/a~1b": "name", "/m~0n": "name", "/m~01n": "name"})
+
+    assert masked == {"a/b": "Z**** W**", "m~n": "L* N*", "m~1n": "W*** F***"}
+
+
+def test_a_sensitive_field_that_is_no_json_pointer_is_refused_naming_it():
+    with pytest.raises(ValueError, match="not a JSON pointer: 'holder'"):
+        Masker(b"key").mask({"holder": "Zhang Wei"}, {"holder": "name"})
+
+
+def test_declared_fields_are_masked_in_a_payload_holding_values_json_has_no_type_for():
+    import datetime
+    import decimal
+    import uuid
+
+    value = {
+        "holder": "Zhang Wei",
+        "at": datetime.date(2026, 11, 30),
+        "amount": decimal.Decimal("12.50"),
+        "id": uuid.UUID(int=7),
+    }
+
+    masked = Masker(b"key").mask(value, {"/holder": "name"})
+
+    assert masked == {
+        "holder": "Z**** W**",
+        "at": "2026-11-30",
+        "amount": "12.50",
+        "id": "00000000-0000-0000-0000-000000000007",
+    }
+
+
+def test_a_declared_value_is_found_again_whole_when_a_shorter_one_it_begins_with_is_known():
+    masker = Masker(b"key")
+    masker.mask({"surname": "Zhang", "name": "Zhang Wei"}, {"/surname": "name", "/name": "name"})
+
+    assert masker.mask_text("Dear Zhang Wei, and Mr Zhang") == "Dear Z**** W**, and Mr Z****"
+
+
+@pytest.mark.parametrize(
+    ("declared", "text", "stored"),
+    [
+        ("张伟", "客户张伟来电", "客户张*来电"),  # two characters: long enough to look for
+        ("Li", "Li called", "L* called"),
+        ("张伟", "user张伟2024", "user张*2024"),  # not ASCII: found wherever it is
+        ("José", "Josés", "J***s"),
+        ("Li", "Lin, Li2 and Li", "Lin, Li2 and L*"),  # ASCII: whole words only
+    ],
+)
+def test_a_declared_value_of_two_characters_or_more_is_found_in_later_text(declared, text, stored):
+    masker = Masker(b"key")
+    masker.mask({"holder": declared}, {"/holder": "name"})
+
+    assert masker.mask_text(text) == stored
+
+
+def test_a_declared_value_of_one_character_is_not_looked_for_in_free_text():
+    masker = Masker(b"key")
+    assert masker.mask({"initial": "X"}, {"/initial": "name"}) == {"initial": "X"}
+
+    assert masker.mask_text("Plan X is ready") == "Plan X is ready"
