@@ -385,3 +385,26 @@ def test_a_declared_value_of_one_character_is_not_looked_for_in_free_text():
     assert masker.mask({"initial": "X"}, {"/initial": "name"}) == {"initial": "X"}
 
     assert masker.mask_text("Plan X is ready") == "Plan X is ready"
+
+
+def test_pointers_reach_list_elements_by_index_and_every_member_by_a_star():
+    value = {
+        "holders": ["Zhang Wei", "Li Na"],
+        "by_id": {"c1": {"name": "Wang Fang"}, "c2": {"name": "Chen Jie"}},
+    }
+
+    masked = Masker(b"key").mask(value, {"/holders/1": "name", "/by_id/*/name": "name"})
+
+    assert masked == {
+        "holders": ["Zhang Wei", "L* N*"],
+        "by_id": {"c1": {"name": "W*** F***"}, "c2": {"name": "C*** J**"}},
+    }
+
+
+@pytest.mark.parametrize(
+    "pointer", ["/missing", "/holders/2", "/holders/first", "/holders/0/deeper", "/n/x"]
+)
+def test_a_pointer_that_does_not_resolve_masks_nothing_and_is_no_error(pointer):
+    value = {"holders": ["Anna", "Bert"], "n": 7}
+
+    assert Masker(b"key").mask(value, {pointer: "name"}) == value
