@@ -34,6 +34,8 @@ _SECRET_MEMBER = re.compile(
     r"(?i)^(?:password|passwd|pwd|secret|client_?secret|api_?key|apikey|access_?token|"
     r"refresh_?token|id_?token|session_?token|auth_?token|token|authorization|private_?key)$"
 )
+# What ``Masker._member`` answers for a member name that names a credential.
+_CREDENTIAL = object()
 # Known values shorter than this are not searched for in free text (too many false hits).
 MIN_KNOWN_LENGTH = 2
 # Texts at least this long are memoised (per masker, so per run) without a bound: they are
@@ -85,7 +87,7 @@ class Masker:
         self._known_pattern: re.Pattern[str] | None = None
         self._memo: dict[str, str] = {}
         self._short_memo: dict[str, str] = {}
-        self._members: dict[Any, tuple[bool, Any]] = {}
+        self._members: dict[Any, Any] = {}
         self._found: dict[tuple[str, str], None] = {}
         self._drained = 0
         self._masks: dict[tuple[str, str, str | None], str] = {}
@@ -252,18 +254,17 @@ class Masker:
             masked = {}
             members = self._members
             for key, item in value.items():
-                member = members.get(key)
-                if member is None:
-                    member = self._member(key)
-                secret, name = member
-                if name in masked:  # two keys masked alike (or one as another is): both kept
-                    name = _another_name(masked, name)
-                if secret:
-                    masked[name] = self._secret_member(item)
+                name = members.get(key)
+                if name is None:
+                    name = self._member(key)
+                if name is _CREDENTIAL:
+                    masked[key] = self._secret_member(item)
                 elif type(item) is str:
                     masked[name] = self.mask_text(item)
                 else:
                     masked[name] = self._walk(item)
+            if len(masked) != len(value):
+                return self._walk_renaming(value)  # two names masked alike (rare)
             return masked
         if isinstance(value, list | tuple):
             return [
@@ -276,19 +277,36 @@ class Masker:
             return value if masked_text == text else masked_text
         return value
 
-    def _member(self, key: Any) -> tuple[bool, Any]:
-        """Whether ``key`` names a credential (``password``, ``api_key``, …), and ``key`` as
-        stored: masked like any value (a payload keyed by e-mail address or phone number).
+    def _member(self, key: Any) -> Any:
+        """``key`` as stored: masked like any value (a payload keyed by e-mail address or phone
+        number), or ``_CREDENTIAL`` if it names a credential (``password``, ``api_key``, …).
         Remembered for the run, whose payloads' keys are few and recur at every step (bounded
         like the text memo, and forgotten with it when a declared value is learnt)."""
         if isinstance(key, str):
-            member = (_SECRET_MEMBER.match(key) is not None, self.mask_text(key))
+            name = _CREDENTIAL if _SECRET_MEMBER.match(key) else self.mask_text(key)
         else:
-            member = (False, self._walk(key) if type(key) is int else key)
+            name = self._walk(key) if type(key) is int else key
         if len(self._members) >= SHORT_MEMO_SIZE:
             self._members.clear()
-        self._members[key] = member
-        return member
+        self._members[key] = name
+        return name
+
+    def _walk_renaming(self, value: dict[Any, Any]) -> dict[Any, Any]:
+        """``_walk`` of an object two of whose member names are masked alike (``z***@…`` for
+        ``zoe@…`` and ``zhang@…``): both kept, the second as ``<name> (2)``."""
+        masked: dict[Any, Any] = {}
+        for key, item in value.items():
+            name = self._members.get(key)
+            if name is None:
+                name = self._member(key)
+            if name is _CREDENTIAL:
+                name, item = key, self._secret_member(item)
+            else:
+                item = self._walk(item)
+            if name in masked:
+                name = _another_name(masked, name)
+            masked[name] = item
+        return masked
 
     def _secret_member(self, value: Any) -> Any:
         """The value of a member named like a credential, its shape kept: every string and
