@@ -202,8 +202,12 @@ def test_two_addresses_masked_alike_are_both_kept_under_distinct_names():
         {"zoe@example.com": 1, "zhang.wei@example.com": 2, "z***@example.com (2)": 3}
     )
 
-    # The first keeps the name; each next one the first " (n)" free, from 2.
-    assert masked == {"z***@example.com": 1, "z***@example.com (2)": 2, "z***@example.com (3)": 3}
+    # The first keeps its name; a next one takes the first " (n)" free after it, from 2.
+    assert masked == {
+        "z***@example.com": 1,
+        "z***@example.com (2)": 2,
+        "z***@example.com (2) (2)": 3,
+    }
 
 
 def test_member_names_that_are_no_identifiers_stay_as_they_are():
