@@ -208,6 +208,9 @@ def test_two_addresses_masked_alike_are_both_kept_under_distinct_names():
         "z***@example.com (2)": 2,
         "z***@example.com (2) (2)": 3,
     }
+    assert Masker(b"key").mask(
+        {"z***@example.com (2)": 0, "zoe@example.com": 1, "zhang.wei@example.com": 2}
+    ) == {"z***@example.com (2)": 0, "z***@example.com": 1, "z***@example.com (3)": 2}
 
 
 def test_member_names_that_are_no_identifiers_stay_as_they_are():
