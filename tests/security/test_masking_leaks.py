@@ -345,3 +345,11 @@ def test_no_credential_is_stored_in_clear_whatever_it_is_held_in(payload):
 )
 def test_a_credential_removed_already_or_empty_is_stored_as_it_is(payload):
     assert Masker(b"key").mask(payload) == payload
+
+
+def test_the_member_names_inside_a_credential_member_are_masked_too():
+    masked = Masker(b"key").mask({"client_secret": {"zhang.wei@example.com": "pw1", 7: "pw2"}})
+
+    assert masked == {
+        "client_secret": {"z***@example.com": "[secret removed]", 7: "[secret removed]"}
+    }
