@@ -149,12 +149,18 @@ def test_no_module_wide_memo_keeps_clear_text_of_what_was_masked():
     assert masker.drain()  # the values were found
 
     modules = [m for name, m in sys.modules.items() if name.startswith("traces.masking")]
+    # The memos keyed by a keyed hash (what they are for): their keys are 64-bit numbers whose
+    # digits hold any six given digits by chance once a few thousand are kept (after the label
+    # tests of test_masking_speed.py, one run in four); their answers are looked at.
+    hashed = {id(getattr(m, n)) for m in modules for n in ("_LABELLED", "_SHAPES") if hasattr(m, n)}
     held = [
         text
         for module in modules
         for name, value in vars(module).items()
         if (not name.startswith("__") and not callable(value)) or hasattr(value, "cache_info")
-        for text in _reachable_strings(value, set())
+        for text in _reachable_strings(
+            list(value.values()) if id(value) in hashed else value, set()
+        )
     ]
     digits_held = ["".join(c for c in text if c.isdigit()) for text in held]
 
