@@ -383,8 +383,9 @@ def test_a_declared_value_of_two_characters_or_more_is_found_in_later_text(decla
 def test_a_declared_value_of_one_character_is_not_looked_for_in_free_text():
     masker = Masker(b"key")
     assert masker.mask({"initial": "X"}, {"/initial": "name"}) == {"initial": "X"}
+    assert masker.mask({"floor": "7"}, {"/floor": "address"})["floor"].startswith("[address:")
 
-    assert masker.mask_text("Plan X is ready") == "Plan X is ready"
+    assert masker.mask_text("Plan X is ready on floor 7") == "Plan X is ready on floor 7"
 
 
 def test_pointers_reach_list_elements_by_index_and_every_member_by_a_star():
