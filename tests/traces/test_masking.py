@@ -409,3 +409,10 @@ def test_a_pointer_that_does_not_resolve_masks_nothing_and_is_no_error(pointer):
     value = {"holders": ["Anna", "Bert"], "n": 7}
 
     assert Masker(b"key").mask(value, {pointer: "name"}) == value
+
+
+def test_an_address_whose_local_part_is_longer_than_the_search_window_is_masked_whole():
+    # emails.find_emails looks back 80 characters at a time from the "@".
+    masker = Masker(b"key")
+
+    assert masker.mask_text("to 中" + "a" * 100 + "@example.com ok") == "to 中a***@example.com ok"
