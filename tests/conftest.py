@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -10,12 +11,23 @@ from typing import Any
 import pytest
 from django.conf import settings
 from django.test import Client
+from hypothesis import Phase
+from hypothesis import settings as hypothesis_settings
 
 from harness.api_keys import create_api_key
 from harness.demo import load_demo
 
 # The console's single sign-on fixtures (a real OpenID Provider): oidc_provider, sso.
 pytest_plugins = ["tests.support.oidc"]
+
+# ``scripts/mutation.py`` runs the selected tests against each mutant with this profile: a
+# failing example is not shrunk (the first one kills the mutant; shrinking it costs many more
+# runs of the test). Examples tried, and how many, are unchanged.
+hypothesis_settings.register_profile(
+    "mutation", phases=(Phase.explicit, Phase.reuse, Phase.generate)
+)
+if os.environ.get("HARNESS_HYPOTHESIS_PROFILE"):
+    hypothesis_settings.load_profile(os.environ["HARNESS_HYPOTHESIS_PROFILE"])
 
 
 def describe_tier() -> str:

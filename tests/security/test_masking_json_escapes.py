@@ -25,9 +25,10 @@ from traces.masking import Masker
 )
 def test_a_declared_value_in_a_json_text_written_with_unicode_as_is_is_masked(name):
     masker = Masker(b"test-key")
-    declared(masker, name)
+    masked = declared(masker, name)
     later = json.dumps({"ok": True, "result": {"note": f"Dear {name}."}}, ensure_ascii=False)
 
     stored = masker.mask_text(later)
 
     assert escaped(name, ensure_ascii=False) not in stored
+    assert f"Dear {masked}." in stored  # all of it: no first or last character left

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime
 import json
 import re
+import string
 from collections.abc import Callable
 from pathlib import Path
 
@@ -244,6 +245,20 @@ def phone_forms(number: phonenumbers.PhoneNumber, national: bool) -> list[str]:
         written = phonenumbers.format_number(number, fmt.NATIONAL)
         forms += [written, "".join(c for c in written if c.isdigit())]
     return forms
+
+
+# --- e-mail ----------------------------------------------------------------------------
+
+
+def email_local_parts() -> st.SearchStrategy[str]:
+    """Local parts of the shape most addresses have (RFC 5322's dot-atom, lower case): a
+    letter, then letters, digits, dots and underscores, ending with a letter or digit."""
+    return st.builds(
+        "{}{}{}".format,
+        st.sampled_from(string.ascii_lowercase),
+        st.text(string.ascii_lowercase + string.digits + "._", max_size=10),
+        st.sampled_from(string.ascii_lowercase + string.digits),
+    )
 
 
 # --- contexts --------------------------------------------------------------------------

@@ -4,7 +4,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from stdnum.cn import ric
 
-from traces.masking import Masker
+from traces.masking import Masker, under
 
 
 @pytest.fixture
@@ -264,3 +264,155 @@ def test_a_resident_id_shaped_number_whose_area_is_no_county_is_left_readable(ma
     number = body + ric.calc_check_digit(body + "0")
 
     assert masker.mask_text(f"ID {number} ok") == f"ID {number} ok"
+
+
+# --- declared fields: what each pointer reaches is masked by its kind, whatever it holds ---
+
+
+def test_a_declared_root_value_is_masked_and_learnt():
+    masker = Masker(b"key")
+
+    assert masker.mask("Zhang Wei", {"": "name"}) == "Z**** W**"
+    assert masker.mask_text("Dear Zhang Wei") == "Dear Z**** W**"
+
+
+def test_every_value_inside_a_declared_list_or_object_is_masked_by_the_kind():
+    masker = Masker(b"key")
+    value = {
+        "holders": ["Zhang Wei", "Li Na"],
+        "home": {"street": "1 Main Street", "city": "Springfield"},
+        "none": [],
+        "empty": {},
+    }
+
+    masked = masker.mask(
+        value, {"/holders": "name", "/home": "address", "/none": "name", "/empty": "address"}
+    )
+
+    assert masked["holders"] == ["Z**** W**", "L* N*"]
+    assert set(masked["home"]) == {"street", "city"}
+    assert all(v.startswith("[address:") for v in masked["home"].values())
+    assert masked["none"] == []
+    assert masked["empty"] == {}
+    assert masker.mask_text("Li Na lives at 1 Main Street") == (
+        f"L* N* lives at {masked['home']['street']}"
+    )
+
+
+def test_a_declared_field_holding_null_or_a_boolean_is_kept_as_it_is():
+    value = {"holder": None, "vip": True, "blocked": False}
+
+    assert Masker(b"key").mask(value, {"/holder": "name", "/vip": "name", "/blocked": "phone"}) == (
+        value
+    )
+
+
+def test_pointers_re_rooted_under_a_member_mask_the_fields_below_it():
+    sensitive = under("/result", {"/holder": "name", "/phones/*": "phone"})
+
+    masked = Masker(b"key").mask(
+        {"result": {"holder": "Zhang Wei", "phones": ["13812345678"]}, "holder": "Zhang Wei"},
+        sensitive,
+    )
+
+    assert sensitive == {"/result/holder": "name", "/result/phones/*": "phone"}
+    assert masked["result"] == {"holder": "Z**** W**", "phones": ["138****5678"]}
+    assert masked["holder"] == "Z**** W**"  # learnt: masked wherever it shows up again
+
+
+def test_pointers_reach_members_whose_names_hold_a_slash_or_a_tilde():
+    # RFC 6901: "~1" is "/" and "~0" is "~" in a pointer's segment.
+    value = {"a/b": "Zhang Wei", "m~n": "Li Na", "m~1n": "Wang Fang"}
+
+    masked = Masker(b"key").mask(value, {"/a~1b": "name", "/m~0n": "name", "/m~01n": "name"})
+
+    assert masked == {"a/b": "Z**** W**", "m~n": "L* N*", "m~1n": "W*** F***"}
+
+
+def test_a_sensitive_field_that_is_no_json_pointer_is_refused_naming_it():
+    with pytest.raises(ValueError, match="not a JSON pointer: 'holder'"):
+        Masker(b"key").mask({"holder": "Zhang Wei"}, {"holder": "name"})
+
+
+def test_declared_fields_are_masked_in_a_payload_holding_values_json_has_no_type_for():
+    import datetime
+    import decimal
+    import uuid
+
+    value = {
+        "holder": "Zhang Wei",
+        "at": datetime.date(2026, 11, 30),
+        "amount": decimal.Decimal("12.50"),
+        "id": uuid.UUID(int=7),
+    }
+
+    masked = Masker(b"key").mask(value, {"/holder": "name"})
+
+    assert masked == {
+        "holder": "Z**** W**",
+        "at": "2026-11-30",
+        "amount": "12.50",
+        "id": "00000000-0000-0000-0000-000000000007",
+    }
+
+
+def test_a_declared_value_is_found_again_whole_when_a_shorter_one_it_begins_with_is_known():
+    masker = Masker(b"key")
+    masker.mask({"surname": "Zhang", "name": "Zhang Wei"}, {"/surname": "name", "/name": "name"})
+
+    assert masker.mask_text("Dear Zhang Wei, and Mr Zhang") == "Dear Z**** W**, and Mr Z****"
+
+
+@pytest.mark.parametrize(
+    ("declared", "text", "stored"),
+    [
+        ("张伟", "客户张伟来电", "客户张*来电"),  # two characters: long enough to look for
+        ("Li", "Li called", "L* called"),
+        ("张伟", "user张伟2024", "user张*2024"),  # not ASCII: found wherever it is
+        ("José", "Josés", "J***s"),
+        ("Li", "Lin, Li2 and Li", "Lin, Li2 and L*"),  # ASCII: whole words only
+    ],
+)
+def test_a_declared_value_of_two_characters_or_more_is_found_in_later_text(declared, text, stored):
+    masker = Masker(b"key")
+    masker.mask({"holder": declared}, {"/holder": "name"})
+
+    assert masker.mask_text(text) == stored
+
+
+def test_a_declared_value_of_one_character_is_not_looked_for_in_free_text():
+    masker = Masker(b"key")
+    assert masker.mask({"initial": "X"}, {"/initial": "name"}) == {"initial": "X"}
+    assert masker.mask({"floor": "7"}, {"/floor": "address"})["floor"].startswith("[address:")
+
+    assert masker.mask_text("Plan X is ready on floor 7") == "Plan X is ready on floor 7"
+
+
+def test_pointers_reach_list_elements_by_index_and_every_member_by_a_star():
+    value = {
+        "holders": ["Zhang Wei", "Li Na"],
+        "by_id": {"c1": {"name": "Wang Fang"}, "c2": {"name": "Chen Jie"}},
+    }
+
+    masked = Masker(b"key").mask(value, {"/holders/1": "name", "/by_id/*/name": "name"})
+
+    assert masked == {
+        "holders": ["Zhang Wei", "L* N*"],
+        "by_id": {"c1": {"name": "W*** F***"}, "c2": {"name": "C*** J**"}},
+    }
+
+
+@pytest.mark.parametrize(
+    "pointer", ["/missing", "/holders/2", "/holders/first", "/holders/0/deeper", "/n/x"]
+)
+def test_a_pointer_that_does_not_resolve_masks_nothing_and_is_no_error(pointer):
+    value = {"holders": ["Anna", "Bert"], "n": 7}
+
+    assert Masker(b"key").mask(value, {pointer: "name"}) == value
+
+
+def test_an_address_whose_local_part_is_longer_than_the_search_window_is_masked_whole():
+    # emails.find_emails looks back 80 characters at a time from the "@".
+    masker = Masker(b"key")
+
+    assert masker.mask_text("to 中" + "a" * 100 + "@example.com ok") == "to 中a***@example.com ok"

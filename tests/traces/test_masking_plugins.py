@@ -183,3 +183,23 @@ def test_the_admin_edits_a_pattern_through_the_same_checks_and_audit(admin_clien
     assert (row.pattern, row.enabled) == (r"CUST-\d{7}", False)
     change = MaskingPatternChange.objects.order_by("-id").first()
     assert (change.action, change.actor, change.after["enabled"]) == ("update", "admin", False)
+
+
+def test_a_detector_with_a_validator_masks_only_the_values_it_validates():
+    import re
+
+    from stdnum import luhn
+
+    from traces.masking.detectors import Detector
+    from traces.masking.plugins import register
+
+    badge = Detector("badge_number", re.compile(r"\bBADGE-(\d{8})\b"), luhn.is_valid, group=1)
+    valid = "1234567" + luhn.calc_check_digit("1234567")
+    invalid = "1234567" + str((int(luhn.calc_check_digit("1234567")) + 1) % 10)
+
+    masked = Masker(b"key", detectors=(register(badge),)).mask_text(
+        f"badges BADGE-{valid} and BADGE-{invalid}"
+    )
+
+    assert masked.startswith("badges BADGE-[badge_number:")
+    assert masked.endswith(f"] and BADGE-{invalid}")

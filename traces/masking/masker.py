@@ -34,6 +34,8 @@ _SECRET_MEMBER = re.compile(
     r"(?i)^(?:password|passwd|pwd|secret|client_?secret|api_?key|apikey|access_?token|"
     r"refresh_?token|id_?token|session_?token|auth_?token|token|authorization|private_?key)$"
 )
+# What ``Masker._member`` answers for a member name that names a credential.
+_CREDENTIAL = object()
 # Known values shorter than this are not searched for in free text (too many false hits).
 MIN_KNOWN_LENGTH = 2
 # How many values' stored forms a masker remembers (then it starts again).
@@ -73,7 +75,7 @@ class Masker:
         self._known: dict[str, str] = {}
         self._known_pattern: re.Pattern[str] | None = None
         self._memo = TextMemo()
-        self._secret_keys: dict[Any, bool] = {}
+        self._members: dict[Any, Any] = {}
         self._found: dict[tuple[str, str], None] = {}
         self._drained = 0
         self._masks: dict[tuple[str, str, str | None], str] = {}
@@ -188,7 +190,7 @@ class Masker:
     def _mask_declared_value(self, kind: str, current: Any) -> Any:
         if current is None or isinstance(current, bool):
             return current
-        if kind == "secret" or kind in SECRET_KINDS:
+        if kind in SECRET_KINDS:  # "secret" is one
             return "[secret removed]"
         if isinstance(current, dict | list):
             return self._mask_declared(current, {"/*": kind}) if current else current
@@ -212,6 +214,7 @@ class Masker:
                 added = True
         if added:
             self._memo.clear()  # texts masked before may hold the new value
+            self._members.clear()
             alternatives = sorted(self._known, key=len, reverse=True)
             self._known_pattern = re.compile(
                 "|".join(
@@ -230,17 +233,19 @@ class Masker:
             return self.mask_text(value)
         if isinstance(value, dict):
             masked = {}
-            secret_keys = self._secret_keys
+            members = self._members
             for key, item in value.items():
-                secret = secret_keys.get(key)
-                if secret is None:
-                    secret = self._secret_key(key)
-                if secret:
+                name = members.get(key)
+                if name is None:
+                    name = self._member(key)
+                if name is _CREDENTIAL:
                     masked[key] = self._secret_member(item)
                 elif type(item) is str:
-                    masked[key] = self.mask_text(item)
+                    masked[name] = self.mask_text(item)
                 else:
-                    masked[key] = self._walk(item)
+                    masked[name] = self._walk(item)
+            if len(masked) != len(value):
+                return self._walk_renaming(value)  # two names masked alike (rare)
             return masked
         if isinstance(value, list | tuple):
             return [
@@ -253,21 +258,62 @@ class Masker:
             return value if masked_text == text else masked_text
         return value
 
-    def _secret_key(self, key: Any) -> bool:
-        """``key`` names a credential (``password``, ``api_key``, …): remembered for the run,
-        whose payloads' keys are few and recur at every step (bounded like the text memo)."""
-        secret = isinstance(key, str) and _SECRET_MEMBER.match(key) is not None
-        if len(self._secret_keys) >= SHORT_MEMO_SIZE:
-            self._secret_keys.clear()
-        self._secret_keys[key] = secret
-        return secret
+    def _member(self, key: Any) -> Any:
+        """``key`` as stored: masked like any value (a payload keyed by e-mail address or phone
+        number), or ``_CREDENTIAL`` if it names a credential (``password``, ``api_key``, …).
+        Remembered for the run, whose payloads' keys are few and recur at every step (bounded
+        like the text memo, and forgotten with it when a declared value is learnt)."""
+        if isinstance(key, str):
+            name = _CREDENTIAL if _SECRET_MEMBER.match(key) else self.mask_text(key)
+        else:
+            name = self._walk(key) if type(key) is int else key
+        if len(self._members) >= SHORT_MEMO_SIZE:
+            self._members.clear()
+        self._members[key] = name
+        return name
+
+    def _walk_renaming(self, value: dict[Any, Any]) -> dict[Any, Any]:
+        """``_walk`` of an object two of whose member names are masked alike (``z***@…`` for
+        ``zoe@…`` and ``zhang@…``): both kept, the second as ``<name> (2)``."""
+        masked: dict[Any, Any] = {}
+        for key, item in value.items():
+            name = self._members.get(key)
+            if name is None:
+                name = self._member(key)
+            if name is _CREDENTIAL:
+                name, item = key, self._secret_member(item)
+            else:
+                item = self._walk(item)
+            if name in masked:
+                name = _another_name(masked, name)
+            masked[name] = item
+        return masked
 
     def _secret_member(self, value: Any) -> Any:
-        if isinstance(value, str) and value and not value.endswith(" removed]"):
+        """The value of a member named like a credential, its shape kept: every string and
+        number in it removed (a numeric PIN, a list of keys, ``{"value": "…"}``), but a value
+        removed already (``[<kind> removed]``): masking is idempotent."""
+        if isinstance(value, str):
+            return "[secret removed]" if value and not value.endswith(" removed]") else value
+        if isinstance(value, dict):
+            return {
+                self.mask_text(key) if isinstance(key, str) else key: self._secret_member(item)
+                for key, item in value.items()
+            }
+        if isinstance(value, list | tuple):
+            return [self._secret_member(item) for item in value]
+        if isinstance(value, int | float) and not isinstance(value, bool):
             return "[secret removed]"
-        if isinstance(value, dict | list):
-            return self._walk(value)
         return value
+
+
+def _another_name(masked: dict[Any, Any], name: str) -> str:
+    """``name`` followed by the first `` (2)``, `` (3)``… that no member of ``masked`` has: two
+    keys of one object masked alike (``z***@example.com`` for ``zoe@…`` and ``zhang@…``)."""
+    number = 2
+    while f"{name} ({number})" in masked:
+        number += 1
+    return f"{name} ({number})"
 
 
 def _without_overlaps(spans: list[Span]) -> list[Span]:
