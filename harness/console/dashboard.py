@@ -23,6 +23,7 @@ from django.utils import timezone
 from harness.console.reads import User, granted_tenant_slugs
 from harness.engine.span_records import PolicyCheck
 from harness.models import DeliveryStatus, Run, RunOutcome, RunStatus, Tenant, WebhookDelivery
+from harness.siem.delivery import siem_status
 from policy import services as policy
 from traces.queries import list_problem_spans
 
@@ -124,6 +125,8 @@ class Dashboard:
     budgets: list[BudgetUse] = field(default_factory=list)
     failing_webhooks: int = 0
     failing_webhooks_link: str = ""
+    # The SIEM's cursors and their lag (deployment-wide sinks: superusers only).
+    siem: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def with_problems(self) -> int:
@@ -148,6 +151,8 @@ def build_dashboard(
     _spend(board, slugs, now)
     _budgets(board, slugs)
     _webhooks(board, slugs)
+    if slugs is None:
+        board.siem = siem_status()
     return board
 
 

@@ -279,3 +279,17 @@ def test_failing_webhook_deliveries_are_counted_for_the_granted_tenants(tenants)
 
     assert build_dashboard(staff(acme), now=NOW).failing_webhooks == 2
     assert build_dashboard(superuser(), now=NOW).failing_webhooks == 3
+
+
+def test_the_siem_lag_is_shown_to_superusers_only(tenants):
+    from harness.siem.models import SiemCursor
+
+    acme, _ = tenants
+    SiemCursor.objects.create(sink="splunk", stream="audit", lag_records=42, lag_seconds=61.5)
+
+    rows = build_dashboard(superuser(), now=NOW).siem
+
+    assert [(r["sink"], r["stream"], r["lag_records"], r["lag_seconds"]) for r in rows] == [
+        ("splunk", "audit", 42, 61.5)
+    ]
+    assert build_dashboard(staff(acme), now=NOW).siem == []  # sinks hold every tenant's records
