@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any
 
@@ -21,6 +22,7 @@ from gateway import errors as gateway
 from harness import errors as harness
 from harness.api.exceptions import render_api_error
 from harness.api.reports import InvertedRange
+from harness.engine.experiment_seam import ExperimentSetupMissing
 from harness.webhooks import UnsafeCallbackUrl
 from policy import errors as policy
 from policy.api.serializers import RuleRefused
@@ -32,8 +34,68 @@ SESSION = SimpleNamespace(id="s-1", agent="support", user_id="u-1")
 UNEXPECTED = ("internal_error", "An unexpected error occurred.", {"request_id": "req-1"})
 
 # (error, status, code, message, details, headers); "exposed=False" rows render as UNEXPECTED.
+EXPIRED_AT = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+
 ROWS: list[tuple[DomainError, int, str, str, dict[str, Any], dict[str, str]]] = [
     # harness
+    (
+        harness.ApiKeyExpired("0123456789ab", EXPIRED_AT),
+        401,
+        "api_key_expired",
+        "The API key 0123456789ab… expired at 2026-12-01T12:00:00+00:00; use its replacement "
+        "or ask for a new key.",
+        {"key_prefix": "0123456789ab", "expired_at": "2026-12-01T12:00:00+00:00"},
+        {"WWW-Authenticate": 'Bearer realm="harness", error="invalid_token"'},
+    ),
+    (
+        harness.ApiKeyNotFound("acme", "ci"),
+        404,
+        "api_key_not_found",
+        "Tenant 'acme' has no live API key named 'ci'.",
+        {"tenant": "acme", "name": "ci"},
+        {},
+    ),
+    (
+        harness.UnknownKeyScope(["runs:eat"], ["runs:read"]),
+        400,
+        "unknown_key_scope",
+        "Unknown API key scope(s) runs:eat; known: runs:read.",
+        {"unknown": ["runs:eat"], "known": ["runs:read"]},
+        {},
+    ),
+    (
+        harness.ReceiptUnavailable("r-1", "it is still running"),
+        409,
+        "receipt_unavailable",
+        "No receipt for run r-1: it is still running.",
+        {"run_id": "r-1"},
+        {},
+    ),
+    (
+        ExperimentSetupMissing("no setup"),
+        400,
+        "invalid_request",
+        "no setup",
+        {},
+        {},
+    ),
+    (
+        policy.KeyScopeMissing("policy:admin", "POST", ["runs:read"]),
+        403,
+        "key_scope_missing",
+        "This API key lacks the scope 'policy:admin' that POST here needs; issue a key "
+        "with it (manage.py create_api_key --scope …).",
+        {"scope": "policy:admin", "key_scopes": ["runs:read"]},
+        {},
+    ),
+    (
+        policy.KeyScopeUndeclared("PUT", "RunView"),
+        403,
+        "key_scope_undeclared",
+        "PUT on RunView declares no API key scope, so no key may call it.",
+        {"method": "PUT", "view": "RunView"},
+        {},
+    ),
     (harness.HarnessError("bad"), 400, "invalid_request", "bad", {}, {}),
     (
         harness.UnknownAgent("nope", ["support"]),
@@ -245,11 +307,16 @@ ROWS: list[tuple[DomainError, int, str, str, dict[str, Any], dict[str, str]]] = 
             (ExperimentErrorCode.DATASET_NOT_FOUND, 404),
             (ExperimentErrorCode.DATASET_EXISTS, 409),
             (ExperimentErrorCode.DATASET_ITEM_NOT_FOUND, 404),
-            (ExperimentErrorCode.DATASET_EMPTY, 400),
+            (ExperimentErrorCode.DATASET_EMPTY, 409),
             (ExperimentErrorCode.RUN_NOT_RECORDED, 409),
             (ExperimentErrorCode.EXPERIMENT_NOT_FOUND, 404),
-            (ExperimentErrorCode.UNSUPPORTED_CANDIDATE, 400),
+            (ExperimentErrorCode.UNSUPPORTED_CANDIDATE, 422),
             (ExperimentErrorCode.EXPERIMENT_RUN_UNLINKED, 400),
+            (ExperimentErrorCode.LIVE_TOOL_REFUSED, 422),
+            (ExperimentErrorCode.INVALID_RANGE, 422),
+            (ExperimentErrorCode.INVALID_JUDGE, 422),
+            (ExperimentErrorCode.INVALID_ASSERTION, 422),
+            (ExperimentErrorCode.NOTHING_TO_ADD, 422),
         ]
     ],
 ]
@@ -281,7 +348,6 @@ def test_each_error_renders_its_code_status_message_details_and_headers(
     if error.exposed:
         assert error.http_status == status
     assert {name: response[name] for name in headers} == headers
-    assert "Retry-After" in response or not headers
 
 
 def _domain_error_classes() -> set[type[DomainError]]:

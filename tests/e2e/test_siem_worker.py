@@ -50,10 +50,13 @@ def test_a_sink_stopped_and_started_again_gets_every_record_in_order_per_run(acm
         receiver.stop()  # the SIEM goes down; runs go on
         for n in range(3, 8):
             run(acme, n)
+        # The failure is saved first and the lag measured just after, in the same attempt.
         wait_for(
-            lambda: SiemCursor.objects.filter(sink="soc", failures__gt=0).exists(),
+            lambda: SiemCursor.objects.filter(
+                sink="soc", failures__gt=0, lag_records__gt=0
+            ).exists(),
             60,
-            "a failed delivery",
+            "a failed delivery and its lag",
         )
         lag_while_down = SiemCursor.objects.get(sink="soc").lag_records
 

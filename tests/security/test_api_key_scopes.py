@@ -57,6 +57,8 @@ ENDPOINTS = [
     ("post", "/api/v1/experiments", "experiments"),
     ("get", f"/api/v1/experiments/{RUN}", "experiments"),
     ("post", f"/api/v1/experiments/{RUN}/cancel", "experiments"),
+    ("get", "/api/v1/experiments", "experiments"),
+    ("get", f"/api/v1/experiments/{RUN}/export", "experiments"),
 ]
 HANDLERS = ("get", "post", "put", "patch", "delete")
 

@@ -128,7 +128,7 @@ def test_an_experiment_run_with_no_setup_handed_to_the_driver_executes_nothing(
     )
     run = execute_run(run.id)
     assert (run.status, run.stop_reason) == ("failed", "configuration")
-    assert "experiments app is not installed" in run.status_detail
+    assert "no experiment setup is installed" in run.status_detail
     assert seen == []
 
 
