@@ -18,6 +18,7 @@ from urllib.parse import urlencode
 
 from django.db.models import Count, Q, QuerySet, Sum
 from django.db.models.functions import TruncDate, TruncHour
+from django.urls import reverse
 from django.utils import timezone
 
 from harness.console.reads import User, granted_tenant_slugs
@@ -27,7 +28,6 @@ from harness.siem.delivery import siem_status
 from policy import services as policy
 from traces.queries import list_problem_spans
 
-RUN_LIST = "/admin/harness/run/"
 # Enough spans to rank the refusing rules and failing tools of a busy day; the table shows
 # the first few.
 PROBLEM_SPANS = 5000
@@ -159,7 +159,8 @@ def build_dashboard(
 def run_list_link(**filters: Any) -> str:
     """The run list filtered as the admin's own filters do (``status__exact``, ``tool``…)."""
     params = {k: v.isoformat() if isinstance(v, datetime) else v for k, v in filters.items()}
-    return f"{RUN_LIST}?{urlencode(params)}" if params else RUN_LIST
+    run_list = reverse("admin:harness_run_changelist")
+    return f"{run_list}?{urlencode(params)}" if params else run_list
 
 
 def _runs(slugs: frozenset[str] | None) -> QuerySet[Run]:
@@ -228,7 +229,7 @@ def _approvals(board: Dashboard, slugs: frozenset[str] | None, now: datetime) ->
                 rule=approval.rule,
                 run_id=approval.run_id,
                 expires_at=approval.expires_at,
-                link=f"{RUN_LIST}{approval.run_id}/change/",
+                link=reverse("admin:harness_run_change", args=[approval.run_id]),
             )
         )
 
@@ -313,7 +314,8 @@ def _webhooks(board: Dashboard, slugs: frozenset[str] | None) -> None:
     if slugs is not None:
         deliveries = deliveries.filter(run__tenant__slug__in=sorted(slugs))
     board.failing_webhooks = deliveries.count()
-    board.failing_webhooks_link = "/admin/harness/webhookdelivery/?status__exact=failed"
+    failed = urlencode({"status__exact": DeliveryStatus.FAILED})
+    board.failing_webhooks_link = f"{reverse('admin:harness_webhookdelivery_changelist')}?{failed}"
 
 
 def _day_range(day: Any) -> dict[str, Any]:
