@@ -1,10 +1,14 @@
 import os
 
-from django.core.asgi import get_asgi_application
+import django
 
 from harness.body_limit import BodyLimit
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "harness.settings.base")
+django.setup(set_prefix=False)
+
+from harness.asgi_handler import SyncChainASGIHandler  # noqa: E402 - needs the apps loaded
+
 # Bodies over the limit are refused before Django's handler spools them (it reads the whole
 # body before any middleware or authentication runs): see harness/body_limit.py.
-application = BodyLimit(get_asgi_application())
+application = BodyLimit(SyncChainASGIHandler())

@@ -22,7 +22,9 @@ every call by the timeout.
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
+import os
 import secrets
 import threading
 import time
@@ -38,6 +40,24 @@ from django.utils import timezone
 from policy.models import LimitBucket, LimitSlot
 
 KEY_PREFIX = "harness:limits:"
+
+# A rate window's members must differ between every hit of every process (two alike would
+# count once). A random tag per process and a counter within it: a fresh random draw per hit
+# was a system call on every model call.
+_process_tag = secrets.token_hex(6)
+_hits = itertools.count()
+
+
+def _new_process_tag() -> None:
+    global _process_tag
+    _process_tag = secrets.token_hex(6)  # a forked child (Celery prefork) is another process
+
+
+os.register_at_fork(after_in_child=_new_process_tag)
+
+
+def unique_member() -> str:
+    return f"{time.time_ns()}-{_process_tag}-{next(_hits)}"
 # A limiter call waits this long for Redis at most (connect, then answer), then fails open.
 REDIS_TIMEOUT_S = 1.0
 # After a failure, calls fail open without asking Redis for this long.
@@ -165,7 +185,7 @@ class RedisLimiter:
             raise
 
     def hit_rate(self, key: str, limit: int, window_ms: int) -> RateResult:
-        member = f"{time.time_ns()}-{secrets.token_hex(4)}"
+        member = unique_member()
         allowed, retry_ms = self._call(
             "hit_rate",
             lambda: self._rate(keys=[KEY_PREFIX + key], args=[limit, window_ms, member]),
@@ -220,7 +240,7 @@ class DatabaseLimiter:
 
     def hit_rate(self, key: str, limit: int, window_ms: int) -> RateResult:
         # A sliding-window log like Redis's: one slot per hit, leased for the window.
-        member = f"{time.time_ns()}-{secrets.token_hex(4)}"
+        member = unique_member()
         if self.acquire_slot(key, member, limit, window_ms / 1000):
             return RateResult(True)
         return RateResult(False, self.rate_usage(key, window_ms)[1])

@@ -34,12 +34,19 @@ EXHAUSTED_TEXT = "[scripted model] The script has no more responses."
 
 def resolve_script_path(name_or_path: str) -> Path:
     """``demo`` → a bundled script; anything with a slash or ``.json`` → a file path."""
+    return _resolved(name_or_path, tuple(settings.HARNESS_SCRIPT_DIRS))
+
+
+# Resolving walks the path's folders (a system call each) and every model call of a run asks
+# again: the answer is kept while the file is there (complete() stats it each time anyway).
+@lru_cache(maxsize=256)
+def _resolved(name_or_path: str, script_dirs: tuple[str, ...]) -> Path:
     if "/" in name_or_path or name_or_path.endswith(".json"):
         path = Path(name_or_path).expanduser()
         if path.is_file():
             return path.resolve()
     else:
-        for folder in settings.HARNESS_SCRIPT_DIRS:
+        for folder in script_dirs:
             candidate = Path(folder) / f"{name_or_path}.json"
             if candidate.is_file():
                 return candidate.resolve()
@@ -52,7 +59,12 @@ def complete(
     model: str, messages: list[Message], tools: list[ToolSpec], turn: int | None = None
 ) -> ModelResponse:
     path = resolve_script_path(model)
-    stat = path.stat()
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        _resolved.cache_clear()  # moved or removed since it was resolved: look again
+        path = resolve_script_path(model)
+        stat = path.stat()
     scenarios = _load_script(str(path), stat.st_mtime_ns, stat.st_size)
     first_user = next((m.content for m in messages if m.role == "user"), "")
     responses = _choose_scenario(scenarios, first_user)

@@ -11,6 +11,7 @@ from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 
 from gateway.errors import InvalidRoute, UnknownProvider
+from gateway.messages import Message
 from gateway.services import complete, parse_route
 from tests.fake_providers import anthropic_message, anthropic_usage, openai_completion, openai_usage
 from tests.gateway.conftest import CONVERSATION
@@ -185,3 +186,20 @@ def test_a_route_without_prices_has_no_cost(openai_server):
     openai_server.queue(openai_completion("ok"))
 
     assert complete("openai:gpt-test", CONVERSATION, []).cost_usd is None
+
+
+def test_a_named_script_moved_between_calls_is_found_in_its_new_folder(tmp_path, settings):
+    """Resolved script paths are kept between model calls; one gone from its folder is looked
+    up again, not answered from what was kept."""
+    from gateway.providers import scripted
+
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.mkdir()
+    second.mkdir()
+    settings.HARNESS_SCRIPT_DIRS = [str(first), str(second)]
+    (first / "moving.json").write_text('[{"text": "from a"}]')
+    messages = [Message(role="user", content="hi")]
+    assert scripted.complete("moving", messages, []).text == "from a"
+    (first / "moving.json").rename(second / "moving.json")
+    (second / "moving.json").write_text('[{"text": "from b"}]')
+    assert scripted.complete("moving", messages, []).text == "from b"
