@@ -54,6 +54,7 @@ def _call(path: str, headers: list[tuple[bytes, bytes]], monkeypatch) -> tuple[i
             requested = True
             return {"type": "http.request", "body": b"", "more_body": False}
         await asyncio.Event().wait()  # no disconnect while the response is made
+        raise AssertionError("unreachable")
 
     async def send(message):
         sent.append(message)
