@@ -40,7 +40,7 @@ from django.db import DatabaseError, close_old_connections, connection
 from django.db.models import Q
 from django.http import HttpRequest, HttpResponseBase, StreamingHttpResponse
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework.renderers import BaseRenderer
+from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -108,6 +108,16 @@ class RunEventsView(APIView):
         response = Response(status=200)
         response.grant = StreamGrant(str(run.id), run.tenant.slug, after, stream_id)
         return response
+
+    def finalize_response(
+        self, request: Request, response: Response, *args: Any, **kwargs: Any
+    ) -> Response:
+        # An error is a JSON document, not an event stream (negotiation picked the stream's
+        # renderer for a client that accepts it, which announced JSON as text/event-stream).
+        if getattr(response, "grant", None) is None and isinstance(response, Response):
+            request.accepted_renderer = JSONRenderer()
+            request.accepted_media_type = JSONRenderer.media_type
+        return super().finalize_response(request, response, *args, **kwargs)
 
     @classmethod
     def as_view(cls, **initkwargs: Any) -> Any:

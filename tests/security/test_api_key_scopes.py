@@ -72,8 +72,7 @@ def call(key: str, method: str, path: str):
 
 
 def error(response) -> dict:
-    # The event stream's errors are JSON under the stream's content type (content negotiation
-    # picks its renderer first): read the body, whatever the header says.
+    assert response["Content-Type"] == "application/json"  # the event stream's errors too
     return json.loads(response.content)["error"]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 
 import pytest
 from django.test import Client
@@ -88,7 +89,17 @@ def test_a_bad_event_cursor_is_invalid_request(acme, query, headers):
     run = acme.post("/api/v1/runs", RUN).json()
     response = acme.get(f"/api/v1/runs/{run['id']}/events{query}", **headers)
     assert response.status_code == 400
+    # An error is a JSON document even from the stream's endpoint, whatever the client accepts.
+    assert response["Content-Type"] == "application/json"
     assert json.loads(response.content)["error"]["code"] == "invalid_request"
+
+
+@pytest.mark.parametrize("accept", ["text/event-stream", "*/*", "application/json"])
+def test_the_event_streams_errors_are_json_whatever_the_client_accepts(acme, accept):
+    response = acme.get(f"/api/v1/runs/{uuid.uuid4()}/events", Accept=accept)
+    assert response.status_code == 404
+    assert response["Content-Type"] == "application/json"
+    assert json.loads(response.content)["error"]["code"] == "run_not_found"
 
 
 @pytest.mark.parametrize(
