@@ -53,9 +53,13 @@ def create_api_key(
     granted = _valid_scopes(KEY_SCOPES if scopes is None else scopes)
     with transaction.atomic():
         if replace:
-            tenant.api_keys.filter(name=name, revoked_at__isnull=True).update(
-                revoked_at=timezone.now()
-            )
+            now = timezone.now()
+            # One by one, not with update(): each revocation is a security event (SIEM).
+            for old in tenant.api_keys.select_for_update().filter(
+                name=name, revoked_at__isnull=True
+            ):
+                old.revoked_at = now
+                old.save(update_fields=["revoked_at"])
         return _issue(tenant, name, granted, owner, expires_at)
 
 

@@ -118,10 +118,18 @@ def on_sso_refused(request: HttpRequest, reason: str) -> None:
 
 
 def on_api_key_saved(sender: Any, instance: Any, created: bool, **kwargs: Any) -> None:
-    """An API key issued (its prefix and name, never the secret) or revoked one by one."""
+    """An API key issued (its prefix and name, never the secret), revoked, or retired by a
+    rotation (with the time it stops working)."""
     update_fields = kwargs.get("update_fields")
+    detail = {"uid": instance.prefix, "name": instance.name}
     if created:
         activity = "create"
+    elif update_fields is not None and "replaced_by" in update_fields:
+        activity = "rotate"
+        detail |= {
+            "replaced_by": instance.replaced_by.prefix if instance.replaced_by else "",
+            "expires_at": instance.expires_at.isoformat() if instance.expires_at else "",
+        }
     elif update_fields is not None and "revoked_at" not in update_fields:
         return
     elif instance.revoked_at is not None:
@@ -129,6 +137,5 @@ def on_api_key_saved(sender: Any, instance: Any, created: bool, **kwargs: Any) -
     else:
         return  # last-used stamps
     record_security_event(
-        "api_key", activity, "success", tenant=instance.tenant.slug,
-        detail={"uid": instance.prefix, "name": instance.name},
-    )  # fmt: skip
+        "api_key", activity, "success", tenant=instance.tenant.slug, detail=detail
+    )
