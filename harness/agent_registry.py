@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -54,8 +54,14 @@ def get_agent(name: str) -> AgentSpec:
 
 def list_agents() -> dict[str, AgentSpec]:
     """Every agent, by name, from the folders currently configured."""
-    folders = tuple(str(Path(folder).resolve()) for folder in settings.HARNESS_AGENT_DIRS)
+    folders = _resolved_folders(tuple(str(folder) for folder in settings.HARNESS_AGENT_DIRS))
     return _load_agents(folders, settings.HARNESS_DEFAULT_MAX_STEPS, configured_aliases())
+
+
+# Resolving walks each folder's path (a system call per part), and every run asks for its agent.
+@lru_cache(maxsize=64)
+def _resolved_folders(folders: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(str(Path(folder).resolve()) for folder in folders)
 
 
 def configured_aliases() -> frozenset[str]:
