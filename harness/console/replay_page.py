@@ -87,6 +87,7 @@ CHECKS = {
     "limit": "Limit",
 }
 RULE_CHECKS = ("chain", "call_rule", "approval")
+NOT_SAVED = "not a saved rule of the tenant: a shipped default, or the change previewed"
 
 
 def verdict_badge(verdict: str) -> Badge:
@@ -139,15 +140,16 @@ def verdict_view(tenant: str, verdict: dict[str, Any], masker: Masker) -> Verdic
 
 def rule_ref(tenant: str, verdict: dict[str, Any]) -> RuleRef | None:
     """The rule that decided ``verdict``, linked to its row in the console where it has one:
-    a tenant's policy rule (a shipped default has none), the permission line of an ACL
-    refusal (or the tenant's permissions, when no line grants the scope). A limit is named
-    only: it is set per run and in the agent's file, not in the policy."""
+    a tenant's policy rule (a shipped default, or a rule only previewed, has none), the
+    permission line of an ACL refusal (or the tenant's permissions, when no line grants the
+    scope). A limit is named only: it is the run's own (its budget ledger), not a policy
+    rule."""
     check, rule = verdict.get("check", ""), verdict.get("rule", "")
     if check in RULE_CHECKS and rule:
         row = PolicyRule.objects.filter(tenant=tenant, name=rule).values_list("pk", flat=True)
         if row:
             return RuleRef(rule, reverse("admin:policy_policyrule_change", args=[row[0]]))
-        return RuleRef(rule, "", "a shipped default rule")
+        return RuleRef(rule, "", NOT_SAVED)
     if check == "acl" and verdict["verdict"] == "refused":
         return _permission_ref(tenant, verdict.get("permission", ""))
     if check == "limit" and rule:
