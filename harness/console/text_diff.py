@@ -43,9 +43,16 @@ def diff_texts(before: str, after: str) -> list[Piece]:
     return _merged(pieces)
 
 
+# Below this share of words in common, changed lines read better removed whole and added
+# whole than as a word soup of the few they share ("the", "a").
+MIN_WORD_SIMILARITY = 0.5
+
+
 def _word_diff(before: str, after: str) -> list[Piece]:
     words_before, words_after = WORDS.findall(before), WORDS.findall(after)
     matcher = SequenceMatcher(None, words_before, words_after, autojunk=False)
+    if matcher.ratio() < MIN_WORD_SIMILARITY:
+        return [Piece("delete", before), Piece("insert", after)]
     pieces: list[Piece] = []
     for op, b1, b2, a1, a2 in matcher.get_opcodes():
         old, new = "".join(words_before[b1:b2]), "".join(words_after[a1:a2])

@@ -77,6 +77,18 @@ def test_one_changed_word_is_marked_as_that_word():
     ]
 
 
+def test_a_rewritten_line_is_removed_whole_and_added_whole_not_mixed_word_by_word():
+    pieces = diff_texts(
+        "I assigned the ticket to li.\nBye.", "The tool failed: nothing done.\nBye."
+    )
+
+    assert pieces == [
+        Piece("delete", "I assigned the ticket to li.\n"),
+        Piece("insert", "The tool failed: nothing done.\n"),
+        Piece("equal", "Bye."),
+    ]
+
+
 def test_equal_texts_are_one_kept_piece_and_empty_ones_none():
     assert diff_texts("same\ntext", "same\ntext") == [Piece("equal", "same\ntext")]
     assert diff_texts("", "") == []
