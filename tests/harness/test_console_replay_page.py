@@ -36,7 +36,7 @@ def test_every_divergence_replay_can_report_has_a_label_a_colour_and_a_meaning(
     badge = divergence_badge(replayed.divergence)
 
     assert replayed.divergence == "" or replayed.divergence in DIVERGENCES
-    assert badge.label and badge.tone and badge.meaning
+    assert all((badge.label, badge.tone, badge.meaning))
     assert verdict_badge(after.verdict) is VERDICTS[after.verdict]
 
 
