@@ -166,12 +166,12 @@ def _permission_ref(tenant: str, line: str) -> RuleRef:
     row = CasbinRule.objects.filter(
         ptype="p", v0=subject, v1=domain, v2=obj, v3=act, v4=effect
     ).values_list("pk", flat=True)
-    url = (
-        reverse("admin:casbin_adapter_casbinrule_change", args=[row[0]])
-        if row
-        else f"{listing}?{urlencode({'q': subject})}"
-    )
-    return RuleRef(f"{subject} {obj}:{act} {effect}", url, "a permission line")
+    name = f"{subject} {obj}:{act} {effect}"
+    if row:
+        url = reverse("admin:casbin_adapter_casbinrule_change", args=[row[0]])
+        return RuleRef(name, url, "a permission line")
+    listing = f"{listing}?{urlencode({'q': subject})}"
+    return RuleRef(name, listing, "a permission line not saved: the change previewed")
 
 
 @dataclass(frozen=True)
