@@ -6,6 +6,7 @@ Plain functions over the dicts ``harness.replay`` returns; the views only call t
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -186,11 +187,15 @@ class CallView:
     anchor: str  # the call on its run's page
 
 
-def call_view(tenant: str, run_pk: Any, call: dict[str, Any]) -> CallView:
-    """One replayed call (``CallReplay.to_dict()``, or a what-if change, which has no
-    divergence of its own) of the run ``run_pk``, as a row of the page."""
-    page = reverse("admin:harness_run_change", args=[run_pk])
+def call_views(tenant: str, calls: Iterable[tuple[Any, dict[str, Any]]]) -> list[CallView]:
+    """Replayed calls (``CallReplay.to_dict()``, or what-if changes, which have no divergence
+    of their own), each with the pk of its run, as the page's rows (one masker for all)."""
     masker = new_masker(tenant)
+    return [_call_view(tenant, run_pk, call, masker) for run_pk, call in calls]
+
+
+def _call_view(tenant: str, run_pk: Any, call: dict[str, Any], masker: Masker) -> CallView:
+    page = reverse("admin:harness_run_change", args=[run_pk])
     return CallView(
         step=call["step"],
         call_id=call["call_id"],
