@@ -6,6 +6,7 @@ Plain functions over the dicts ``harness.replay`` returns; the views only call t
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -185,6 +186,8 @@ class CallView:
     divergence: Badge
     diverged: bool
     anchor: str  # the call on its run's page
+    # Arguments today's gateway reads differently: recorded → today, as a diff ("" if alike).
+    arguments_diff: SafeString | str = ""
 
 
 def call_views(tenant: str, calls: Iterable[tuple[Any, dict[str, Any]]]) -> list[CallView]:
@@ -205,7 +208,18 @@ def _call_view(tenant: str, run_pk: Any, call: dict[str, Any], masker: Masker) -
         divergence=divergence_badge(call.get("divergence")),
         diverged=bool(call.get("divergence")),
         anchor=call_anchor(page, call["call_id"]),
+        arguments_diff=_arguments_diff(call, masker),
     )
+
+
+def _arguments_diff(call: dict[str, Any], masker: Masker) -> SafeString | str:
+    if "recorded_arguments" not in call:
+        return ""
+    then, now = (
+        json.dumps(masker.mask(call[key]), ensure_ascii=False, indent=1, sort_keys=True)
+        for key in ("recorded_arguments", "arguments")
+    )
+    return render_diff(diff_texts(then, now))
 
 
 def call_anchor(run_page: str, call_id: str) -> str:

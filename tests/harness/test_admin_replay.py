@@ -6,9 +6,10 @@ from casbin_adapter.models import CasbinRule
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from harness.models import Run, StaffTenantGrant, Tenant
+from harness.models import Run, RunMessage, StaffTenantGrant, Tenant
 from policy.models import PolicyChange, PolicyRule, TenantPolicyVersion
 from tests.runs import ADMIN
+from traces.services import seal, unseal
 
 DEMO = {"agent": "ticket-assistant", "user": "bob", "input": "Why T-20250318-007?"}
 
@@ -87,6 +88,29 @@ def test_an_acl_refusal_names_the_permission_line_that_refused_it_and_links_to_i
         'title="a permission line"><code>bob ticket:write deny</code></a>'
     ) in now
     assert "ticket:write denied by rule bob, acme, ticket, write, deny" in now
+
+
+def test_arguments_read_differently_today_are_shown_as_a_diff(acme, operator):
+    acme.post("/api/v1/runs", DEMO)
+    run = Run.objects.get()
+    # As if the gateway of the day had read the model's raw text into other arguments.
+    row = RunMessage.objects.get(run_id=run.id, index=3)
+    message = unseal(row.sealed)
+    recorded = message["tool_calls"][0]
+    assert recorded["name"] == "update_ticket"
+    today = recorded["arguments"]["assignee_id"]
+    recorded["arguments"]["assignee_id"] = "<b>agent-wu</b>"
+    RunMessage.objects.filter(pk=row.pk).update(sealed=seal(message))
+
+    page = operator.get(f"/admin/harness/run/{run.pk}/replay/").content.decode()
+
+    row_html = page.split('class="replay-call diverged"')[1].split("</tr>")[0]
+    assert ">Arguments read differently</span>" in row_html
+    diff = row_html.split('<pre class="answer-diff arguments-diff"')[1].split("</pre>")[0]
+    assert (
+        f"<del>&quot;&lt;b&gt;agent-wu&lt;/b&gt;&quot;,</del><ins>&quot;{today}&quot;,</ins>"
+        in (diff)
+    )
 
 
 def test_a_staff_user_cannot_replay_another_tenants_run(acme, demo):
