@@ -18,6 +18,7 @@ from django.urls import reverse
 
 from harness.console.permissions import DECIDE_PERMISSION
 from harness.console.reads import granted_tenant_slugs
+from harness.console.replay_page import answer_view, call_views
 from harness.errors import HarnessError
 from harness.models import Run, Tenant
 from harness.replay import replay_run, what_if
@@ -98,11 +99,14 @@ def run_replay_view(
         error = ""
     except HarnessError as exc:
         report, error = None, exc.message
+    tenant = run.tenant.slug
     context = {
         **model_admin.admin_site.each_context(request),
         "title": f"Replay of {run.request_id}",
         "run": run,
         "report": report,
+        "calls": call_views(tenant, [(run.pk, call) for call in report["calls"]]) if report else [],
+        "answer": answer_view(tenant, report["answer"]) if report else None,
         "error": error,
         "opts": Run._meta,
     }
@@ -205,6 +209,9 @@ def policy_preview_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> 
                 return redirect(request.path)
             preview = what_if(tenant, [change], form.cleaned_data["limit"])
             preview["diff"] = policy_diff(tenant, change)
+            changes = preview["changes"]
+            rows = call_views(tenant.slug, [(changed["run_id"], changed) for changed in changes])
+            preview["rows"] = list(zip(changes, rows, strict=True))
         except PolicyError as exc:
             form.add_error(None, exc.message)
     context = {

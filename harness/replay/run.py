@@ -75,6 +75,10 @@ class Verdict:
     rule: str = ""
     reason: str = ""
     violations: tuple[dict[str, str], ...] = ()
+    # An ACL refusal: the permission line that decided it ("bob, acme, ticket, write, deny"),
+    # "" when no line grants the scope. Shown, not compared: the audit-only record of an old
+    # run does not name it, and the verdict and check already say what changed.
+    permission: str = ""
 
     def same_as(self, other: Verdict) -> bool:
         return (self.verdict, self.check, self.rule, self.violations) == (
@@ -314,10 +318,16 @@ def _verdict(decision: Decision) -> Verdict:
     if decision.outcome == Outcome.REFUSED:
         message = cast(ToolCallError, decision.error).message
         named = rule.rule if rule else ""  # the chain rule that refused it, if one did
-        return Verdict(REFUSED, decision.check, named, message, decision.violations)
+        line = _acl_line([c for c in decision.checks if c.check == "acl" and c.refused])
+        return Verdict(REFUSED, decision.check, named, message, decision.violations, line)
     if rule is not None:  # held now, or let through by the approval the run had then
         return Verdict(NEEDS_APPROVAL, "approval", rule.rule, rule.reason)
     return Verdict(ALLOWED)
+
+
+def _acl_line(checks: list[PolicyCheck]) -> str:
+    """The permission line an ACL check names (a Casbin line is recorded as its fields)."""
+    return next((c.rule_name for c in checks if isinstance(c.rule, list)), "")
 
 
 def _reparsed(call: ToolCall) -> ToolCall:
@@ -377,7 +387,9 @@ def _recorded_verdict(call: ToolCall, result: Message | None, spans: list[dict])
             if check.check == "limit":
                 rule = (error.get("details") or {}).get("limit", "")
             violations = tuple((error.get("details") or {}).get("violations") or ())
-            return Verdict(REFUSED, check.check, rule, str(error.get("message", "")), violations)
+            message = str(error.get("message", ""))
+            line = _acl_line([check]) if check.check == "acl" else ""
+            return Verdict(REFUSED, check.check, rule, message, violations, line)
     if result is None:
         return Verdict(NEEDS_APPROVAL, "approval") if spans else Verdict(NOT_EXECUTED)
     if body.get("ok"):

@@ -124,10 +124,32 @@ def test_after_a_deny_for_a_scope_the_replay_flags_the_refused_call(acme, agent_
     assert divergence["before"] == {"verdict": "allowed"}
     assert divergence["after"]["check"] == "acl"
     assert "ticket:write denied" in divergence["after"]["reason"]
+    assert divergence["after"]["permission"] == "bob, acme, ticket, write, deny"
     assert report["first_divergence"] == {"step": 2, "call_id": "call_2_1", "tool": "update_ticket"}
     # The recorded answer claims the assignment; today's honesty guard would flag it.
     assert report["answer"]["changed"] is True
     assert "update_ticket failed (permission_denied)" in report["answer"]["replayed"]
+
+
+def test_a_call_the_acl_refused_then_and_now_names_the_deciding_permission_line_both_times(
+    acme, agent_dir
+):
+    denied = {"subject": "bob", "scope": "ticket:write", "effect": "deny"}
+    assert acme.post("/api/v1/policies/permissions", denied, **ADMIN).status_code == 201
+    # bob has no customer:read: no line grants it, none denies it.
+    script = [call("get_customer", customer_id="C-1001"), *DEMO]
+    run = run_script(acme, agent_dir, script, user="bob")
+
+    report = replay(acme, run)
+
+    assert report["diverged"] is False
+    customer, _, refused, _ = report["calls"]
+    for verdict in (refused["before"], refused["after"]):
+        assert (verdict["verdict"], verdict["check"]) == ("refused", "acl")
+        assert verdict["permission"] == "bob, acme, ticket, write, deny"
+    assert (customer["after"]["verdict"], customer["after"]["check"]) == ("refused", "acl")
+    assert "permission" not in customer["before"]
+    assert "permission" not in customer["after"]
 
 
 def test_a_new_call_rule_requiring_approval_shows_the_call_needs_approval(acme, agent_dir):
