@@ -41,7 +41,9 @@ class Command(BaseCommand):
         else:
             files, known = configured, {}
         tools, faults = load_tool_files(files, timeout, known_tools=known)
-        faults = [*config_faults(get_mcp_config()), *faults]
+        config = get_mcp_config()
+        faults = [*config_faults(config), *faults]
+        self.stdout.write(_servers_line(config))
         for fault in faults:
             style = {"error": self.style.ERROR, "warning": self.style.WARNING}.get(
                 fault.severity, str
@@ -73,6 +75,15 @@ class Command(BaseCommand):
         if errors or drifted:
             raise CommandError(summary, returncode=1)
         self.stdout.write(self.style.SUCCESS(summary))
+
+
+def _servers_line(config: Any) -> str:
+    """Which MCP servers this process sees, and from where: what the web server sees too when
+    both read the same HARNESS_MCP_CONFIG (by default the demo's, under var/)."""
+    if not config.path:
+        return "INFO    MCP servers: none configured (HARNESS_MCP_CONFIG is unset)."
+    names = ", ".join(sorted(config.servers)) or "none"
+    return f"INFO    MCP servers configured in {_shown(config.path)}: {names}."
 
 
 def _shown(path: str) -> str:
