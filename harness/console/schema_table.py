@@ -112,7 +112,9 @@ def _object_rows(schema: Any, prefix: tuple[str, ...], rows: list[SchemaRow], de
     if not isinstance(properties, dict):
         return
     required = schema.get("required")
-    required_names = set(required) if isinstance(required, list) else set()
+    if not isinstance(required, list):
+        required = []
+    required_names = {name for name in required if isinstance(name, str)}
     for name, spec in properties.items():
         path = (*prefix, str(name))
         rows.append(
