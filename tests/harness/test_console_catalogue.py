@@ -90,7 +90,8 @@ def test_the_agents_page_shows_route_tools_strategy_limits_and_file(demo):
     assert "harness/agents/ticket-assistant.json" in page
     assert '#tool-get_ticket">get_ticket</a>' in page
     # get_ticket_messages is an MCP tool and no server is configured here: it is off.
-    assert "Off or missing" in page and "get_ticket_messages" in page
+    assert "Off or missing" in page
+    assert "get_ticket_messages" in page
 
 
 def test_the_tools_page_shows_each_argument_as_a_row_not_json(demo):
@@ -105,19 +106,20 @@ def test_the_tools_page_shows_each_argument_as_a_row_not_json(demo):
 
 def test_staff_see_who_may_call_a_tool_only_in_their_own_tenants(acme_only_grant):
     acme_page = client_of(staff("olga", "acme")).get("/admin/catalogue/tools/").content.decode()
-    globex_page = (
-        client_of(staff("gus", "globex")).get("/admin/catalogue/tools/").content.decode()
-    )
+    globex_page = client_of(staff("gus", "globex")).get("/admin/catalogue/tools/").content.decode()
     nobody_page = client_of(staff("newcomer")).get("/admin/catalogue/tools/").content.decode()
 
     assert "acme: dave allow" in acme_page
     assert "acme: role:member allow" in acme_page
     assert "globex:" not in acme_page
     assert "globex: role:member allow" in globex_page
-    assert "acme:" not in globex_page and "dave" not in globex_page
-    assert "acme:" not in nobody_page and "globex:" not in nobody_page
+    assert "acme:" not in globex_page
+    assert "dave" not in globex_page
+    assert "acme:" not in nobody_page
+    assert "globex:" not in nobody_page
     # The catalogue itself is the deployment's: everyone sees every tool.
-    assert 'id="tool-get_customer"' in globex_page and 'id="tool-get_customer"' in nobody_page
+    assert 'id="tool-get_customer"' in globex_page
+    assert 'id="tool-get_customer"' in nobody_page
 
 
 def test_a_superuser_sees_every_tenants_permission_lines(acme_only_grant):
@@ -137,20 +139,20 @@ def test_a_tool_matches_wildcard_permission_lines_as_the_policy_does(demo):
 
     assert {"ops", "mallory"} <= subjects["get_ticket"]
     assert "carol" not in subjects["get_ticket"]
-    assert "mallory" in subjects["update_ticket"] and "ops" not in subjects["update_ticket"]
+    assert "mallory" in subjects["update_ticket"]
+    assert "ops" not in subjects["update_ticket"]
     assert "carol" in subjects["send_external_email"]
 
 
-def test_the_mcp_page_lists_a_server_named_only_by_a_pinned_tool_as_not_configured(
-    demo, settings
-):
+def test_the_mcp_page_lists_a_server_named_only_by_a_pinned_tool_as_not_configured(demo, settings):
     settings.HARNESS_MCP_CONFIG = ""
 
     [entry] = list_server_entries(staff("olga", "acme")).servers
     page = client_of(staff("gus", "globex")).get("/admin/catalogue/mcp/").content.decode()
 
     assert entry.state.name == "tickets"
-    assert not entry.state.configured and not entry.state.connected
+    assert not entry.state.configured
+    assert not entry.state.connected
     assert entry.state.pinned == {"get_ticket_messages": "get_ticket_messages"}
     assert "HARNESS_MCP_CONFIG is unset" in page
     assert "named by pinned tools, which are off" in page
@@ -166,7 +168,8 @@ def test_an_unreachable_server_is_shown_with_why_and_its_pins_unknown(demo, sett
     [server] = list_server_entries(user).servers
     tools = {e.tool.name: e for e in list_tool_entries(user).tools}
 
-    assert server.state.configured and not server.state.connected
+    assert server.state.configured
+    assert not server.state.connected
     assert server.state.error
     assert server.state.target == "/nonexistent/srv"
     assert tools["get_ticket_messages"].pin_word == "unknown"
@@ -190,9 +193,7 @@ def test_the_last_drifted_call_is_shown_only_to_staff_of_its_tenant(demo, settin
     assert tools["get_ticket"].last_drift is None
 
 
-def test_the_mcp_page_never_shows_a_servers_headers_or_environment_values(
-    demo, settings, tmp_path
-):
+def test_the_mcp_page_never_shows_a_servers_headers_or_environment_values(demo, settings, tmp_path):
     config = tmp_path / "mcp.json"
     servers = {
         "crm": {"url": "http://127.0.0.1:9/mcp", "headers": {"Authorization": "Bearer s3cr3t"}},
@@ -207,9 +208,11 @@ def test_the_mcp_page_never_shows_a_servers_headers_or_environment_values(
 
     page = client_of(staff("root", superuser=True)).get("/admin/catalogue/mcp/").content.decode()
 
-    assert "http://127.0.0.1:9/mcp" in page and "/nonexistent/srv" in page
+    assert "http://127.0.0.1:9/mcp" in page
+    assert "/nonexistent/srv" in page
     assert "secrets: DESK_TOKEN" in page
-    assert "s3cr3t" not in page and "hunter2" not in page
+    assert "s3cr3t" not in page
+    assert "hunter2" not in page
 
 
 def test_the_dashboard_links_to_the_catalogue(demo):

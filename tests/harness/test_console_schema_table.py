@@ -46,8 +46,9 @@ def objects(children: Any) -> Any:
 
 SCHEMAS = st.recursive(
     LEAF,
-    lambda children: objects(children)
-    | st.fixed_dictionaries({"type": st.just("array"), "items": children}),
+    lambda children: (
+        objects(children) | st.fixed_dictionaries({"type": st.just("array"), "items": children})
+    ),
     max_leaves=15,
 )
 
@@ -73,7 +74,8 @@ def test_every_property_of_any_schema_is_a_row_in_order(schema):
 
     assert [row.path for row in rows] == expected_paths(schema)
     for row in rows:
-        assert isinstance(row.type, str) and row.type
+        assert isinstance(row.type, str)
+        assert row.type
         assert isinstance(row.description, str)
         assert all(isinstance(c, str) for c in row.constraints)
 
@@ -119,11 +121,12 @@ def test_a_nested_object_and_array_items_are_named_by_their_path():
     rows = {row.name: row for row in schema_rows(schema)}
 
     assert list(rows) == ["address", "address.city", "items", "items[].sku", "status", "note"]
-    assert rows["address.city"].required and rows["address.city"].depth == 1
+    assert rows["address.city"].required
+    assert rows["address.city"].depth == 1
     assert rows["address.city"].description == "Where."
     assert rows["items"].type == "array of object"
     assert rows["items[].sku"].depth == 1
-    assert rows["status"].constraints == ['one of open, closed']
+    assert rows["status"].constraints == ["one of open, closed"]
     assert rows["note"].type == "string or null"
     assert rows["note"].constraints == ["maxLength 200"]
     assert schema_summary(schema) == "No other argument is accepted."
