@@ -69,7 +69,9 @@ class ToolEntry:
     arguments: list[SchemaRow]
     arguments_note: str
     grants: list[Grant] = field(default_factory=list)
-    # MCP tools: "matches", "drifted: …", "unknown: …" (server not reached or not configured)
+    # MCP tools (their handler is callable, which templates would call: its pin is copied here)
+    # "matches", "drifted: …", "unknown: …" (server not reached or not configured)
+    pin_sha256: str = ""
     pin_state: str = ""
     drift_diff: str = ""
     last_drift: dict[str, Any] | None = None
@@ -134,6 +136,7 @@ def list_tool_entries(user: User, probe: bool = True) -> Tools:
             grants=[g for g in grants if _scope_matches(g.scope, tool.access)],
         )
         if tool.mcp is not None:
+            entry.pin_sha256 = tool.mcp.pin.sha256
             entry.pin_state, entry.drift_diff = _pin_state(tool, servers.get(tool.mcp.server))
             entry.last_drift = drifted.get(tool.name)
         entries.append(entry)

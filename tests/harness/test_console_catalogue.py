@@ -220,3 +220,18 @@ def test_the_dashboard_links_to_the_catalogue(demo):
 
     for href in PAGES:
         assert f'href="{href}"' in page
+
+
+def test_an_mcp_tool_shows_its_pin_and_why_its_state_is_unknown(demo, settings):
+    settings.HARNESS_MCP_CONFIG = ""
+
+    page = client_of(staff("olga", "acme")).get("/admin/catalogue/tools/").content.decode()
+    section = page[page.index('id="tool-get_ticket_messages"') :]
+    section = section[: section.index("</section>")]
+
+    assert '<span class="kind kind-mcp">mcp</span>' in section
+    assert 'title="97a18d0e302fbfb0ccf138e33313a544a540c721bf6dd602633aff4b20081951"' in section
+    assert "server tickets is not configured (the tool is off)" in section
+    assert "pin unknown" in section
+    assert "tickets / get_ticket_messages" in section
+    assert "<th>Last drifted call</th>" in section

@@ -33,11 +33,17 @@ LEAF = st.booleans() | st.fixed_dictionaries(
 
 
 def objects(children: Any) -> Any:
+    return st.dictionaries(NAMES, children, max_size=4).flatmap(_object_around)
+
+
+def _object_around(properties: dict[str, Any]) -> Any:
+    names = st.sampled_from(sorted(properties)) if properties else NAMES
     return st.fixed_dictionaries(
-        {"properties": st.dictionaries(NAMES, children, max_size=4)},
+        {"properties": st.just(properties)},
         optional={
             "type": st.just("object"),
-            "required": st.lists(NAMES, max_size=3) | JSON,
+            # Mostly names of its properties (and some that are not); sometimes not a list.
+            "required": st.lists(names, max_size=4) | st.lists(NAMES, max_size=2) | JSON,
             "additionalProperties": st.booleans() | st.fixed_dictionaries({"type": st.just("x")}),
             "description": st.text(max_size=20),
         },
