@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit, urlunsplit
 
 from django.conf import settings
 
 from tools.errors import ToolFileFault
-from tools.mcp.config import config_faults, get_mcp_config
+from tools.mcp.config import McpServerConfig, config_faults, get_mcp_config
 from tools.mcp.pin import Drift, compare
 from tools.mcp.services import list_advertised_tools
 from tools.registry import ToolDefinition, load_tool_files, tool_files
@@ -92,7 +93,7 @@ def list_mcp_servers(tools: Iterable[ToolDefinition], probe: bool = True) -> lis
             name,
             configured=True,
             transport=server.transport,
-            target=server.describe(),
+            target=_shown_target(server),
             secrets=sorted(set(server.secrets)),
         )
         for name, server in config.servers.items()
@@ -107,6 +108,19 @@ def list_mcp_servers(tools: Iterable[ToolDefinition], probe: bool = True) -> lis
             if state.configured:
                 _probe(state, [t for t in pinned if t.mcp.server == state.name])
     return [states[name] for name in sorted(states)]
+
+
+def _shown_target(server: McpServerConfig) -> str:
+    """The command line, or the URL without a user, password or query (which may carry a
+    token: a URL's secrets belong in headers, but the file cannot stop them there)."""
+    if server.transport != "http":
+        return server.describe()
+    parts = urlsplit(server.url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 def _probe(state: McpServerState, pinned: list[ToolDefinition]) -> None:

@@ -193,28 +193,6 @@ def test_the_last_drifted_call_is_shown_only_to_staff_of_its_tenant(demo, settin
     assert tools["get_ticket"].last_drift is None
 
 
-def test_the_mcp_page_never_shows_a_servers_headers_or_environment_values(demo, settings, tmp_path):
-    config = tmp_path / "mcp.json"
-    servers = {
-        "crm": {"url": "http://127.0.0.1:9/mcp", "headers": {"Authorization": "Bearer s3cr3t"}},
-        "desk": {
-            "command": "/nonexistent/srv",
-            "env": {"TOKEN": "${secret:DESK_TOKEN}", "PASSWORD": "hunter2"},
-        },
-    }
-    config.write_text(json.dumps({"mcpServers": servers}))
-    settings.HARNESS_MCP_CONFIG = str(config)
-    settings.HARNESS_MCP_CONNECT_TIMEOUT_S = 1
-
-    page = client_of(staff("root", superuser=True)).get("/admin/catalogue/mcp/").content.decode()
-
-    assert "http://127.0.0.1:9/mcp" in page
-    assert "/nonexistent/srv" in page
-    assert "secrets: DESK_TOKEN" in page
-    assert "s3cr3t" not in page
-    assert "hunter2" not in page
-
-
 def test_the_dashboard_links_to_the_catalogue(demo):
     page = client_of(staff("olga", "acme")).get("/admin/").content.decode()
 
