@@ -55,14 +55,15 @@ def test_a_set_variable_wins_over_the_demo_default_even_empty(tmp_path):
 
     done = check_tools(plain_shell(tmp_path, HARNESS_MCP_CONFIG=""), "--offline")
 
-    assert "MCP servers: none configured (HARNESS_MCP_CONFIG is unset)." in done.stdout
+    assert "MCP servers configured" not in done.stdout
+    assert "'tickets' is not configured in HARNESS_MCP_CONFIG (unset)" in done.stdout
 
 
 def test_without_the_demos_file_no_server_is_configured(tmp_path):
     done = check_tools(plain_shell(tmp_path), "--offline")
 
-    assert "MCP servers: none configured" in done.stdout
-    assert "MCP server 'tickets' is not configured" in done.stdout  # its pinned tool is off
+    assert "MCP servers configured" not in done.stdout
+    assert "'tickets' is not configured in HARNESS_MCP_CONFIG (unset)" in done.stdout
 
 
 def test_the_written_configuration_names_this_interpreter_and_database_owner_only(tmp_path):

@@ -43,7 +43,8 @@ class Command(BaseCommand):
         tools, faults = load_tool_files(files, timeout, known_tools=known)
         config = get_mcp_config()
         faults = [*config_faults(config), *faults]
-        self.stdout.write(_servers_line(config))
+        if config.path:
+            self.stdout.write(_servers_line(config))
         for fault in faults:
             style = {"error": self.style.ERROR, "warning": self.style.WARNING}.get(
                 fault.severity, str
@@ -79,9 +80,8 @@ class Command(BaseCommand):
 
 def _servers_line(config: Any) -> str:
     """Which MCP servers this process sees, and from where: what the web server sees too when
-    both read the same HARNESS_MCP_CONFIG (by default the demo's, under var/)."""
-    if not config.path:
-        return "INFO    MCP servers: none configured (HARNESS_MCP_CONFIG is unset)."
+    both read the same HARNESS_MCP_CONFIG (by default the demo's, under var/). Unset, each
+    pinned tool's INFO line says its server is not configured."""
     names = ", ".join(sorted(config.servers)) or "none"
     return f"INFO    MCP servers configured in {_shown(config.path)}: {names}."
 
