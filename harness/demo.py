@@ -6,7 +6,9 @@ demo tickets to their initial state (so the demo run can be replayed from the st
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -107,6 +109,36 @@ def database_url() -> str:
         auth += ":" + quote(db["PASSWORD"], safe="")
     host = db.get("HOST") or "127.0.0.1"
     return f"postgres://{auth}@{host}:{db.get('PORT') or 5432}/{quote(db['NAME'], safe='')}"
+
+
+DEMO_MCP_SOURCE = Path(__file__).resolve().parent.parent / "tools" / "mcp" / "demo-servers.json"
+DATABASE_PLACEHOLDER = "${secret:DEMO_DESK_DATABASE_URL}"
+
+
+def write_demo_mcp_config(path: Path | None = None) -> Path:
+    """The demo's MCP configuration (``tools/mcp/demo-servers.json``) made to work from any
+    shell, written where the settings look for it by default (``DEMO_MCP_CONFIG`` under var/):
+    ``python`` is this interpreter, ``cwd`` an absolute path, and the database secret this
+    process's database when its URL holds no password (one that does stays a secret, which
+    ``make run`` sets). Owner-only, like the demo key beside it."""
+    path = path or Path(settings.DEMO_MCP_CONFIG)
+    data = json.loads(DEMO_MCP_SOURCE.read_text(encoding="utf-8"))
+    url = database_url()
+    has_password = bool(connection.settings_dict.get("PASSWORD"))
+    for server in data["mcpServers"].values():
+        if server.get("command") == "python":
+            server["command"] = sys.executable
+        if "cwd" in server:
+            server["cwd"] = str((DEMO_MCP_SOURCE.parent / server["cwd"]).resolve())
+        env = server.get("env", {})
+        for name, value in env.items():
+            if value == DATABASE_PLACEHOLDER and not has_password:
+                env[name] = url
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        json.dump(data, handle, indent=2)
+    return path
 
 
 def load_demo(admin_password: str) -> dict[str, int]:

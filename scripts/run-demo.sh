@@ -24,13 +24,16 @@ else
 fi
 
 # The demo ticket desk also answers over MCP (tools/mcp/demo_server.py, started over stdio by
-# whichever process calls it first); its config names `python`, so the venv comes first.
-# A stdio server inherits none of Harness's environment: the configuration hands it the
-# database (wherever DATABASE_URL or HARNESS_VAR_DIR put it) as a secret.
+# whichever process calls it first). HARNESS_MCP_CONFIG is by default the demo's configuration
+# that load_demo writes under var/ (written again here, should var/ be older): this server, the
+# worker, and check_tools or run_agent from a plain shell all read the same file. A stdio server
+# inherits none of Harness's environment: that file names this interpreter and hands the server
+# the database (wherever DATABASE_URL or HARNESS_VAR_DIR put it); a database URL with a
+# password stays the secret set here.
 export PATH="$PWD/.venv/bin:$PATH"
-export HARNESS_MCP_CONFIG=${HARNESS_MCP_CONFIG:-tools/mcp/demo-servers.json}
 HARNESS_SECRET_DEMO_DESK_DATABASE_URL=$($PY manage.py shell -v 0 -c \
-  "from harness.demo import database_url; print(database_url())")
+  "from harness.demo import database_url, write_demo_mcp_config
+write_demo_mcp_config(); print(database_url())")
 export HARNESS_SECRET_DEMO_DESK_DATABASE_URL
 $PY manage.py check_tools >"$VAR/check-tools.log" 2>&1 \
   || echo "check_tools reported problems (MCP drift?): see $VAR/check-tools.log"

@@ -2,6 +2,14 @@
 
 from typing import Any
 
+from tools.catalogue import (
+    McpServerState,
+    ToolCatalogue,
+    handler_kind,
+    handler_target,
+    list_catalogue_tools,
+    list_mcp_servers,
+)
 from tools.context import ToolContext
 from tools.digest import result_for_model
 from tools.errors import ToolFilesInvalid
@@ -20,8 +28,10 @@ from tools.validation import find_violations, summarize_violations
 
 __all__ = [
     "AddressPolicy",
+    "McpServerState",
     "PinnedTransport",
     "PlannedCall",
+    "ToolCatalogue",
     "ToolContext",
     "ToolDefinition",
     "ToolOutcome",
@@ -31,6 +41,10 @@ __all__ = [
     "execute_tool_calls",
     "find_violations",
     "get_tool_registry",
+    "handler_kind",
+    "handler_target",
+    "list_catalogue_tools",
+    "list_mcp_servers",
     "resolve_address",
     "result_for_model",
     "store_kept_outcomes_soon",

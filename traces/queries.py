@@ -144,6 +144,25 @@ def list_problem_spans(
     )
 
 
+def last_call_failures(
+    code: str, tenants: Collection[str] | None, limit: int = 1000
+) -> dict[str, dict[str, Any]]:
+    """Per tool, the newest of the last ``limit`` tool calls in ``tenants`` (``None``: every
+    tenant) that failed with the error ``code`` (e.g. ``tool_drifted``): when, the tenant and
+    the run's request id."""
+    spans = Span.objects.filter(
+        kind=SpanKind.TOOL_CALL, status=SpanStatus.ERROR, attributes__error_code=code
+    )
+    if tenants is not None:
+        spans = spans.filter(tenant__in=sorted(tenants))
+    newest: dict[str, dict[str, Any]] = {}
+    for row in spans.order_by("-started_at").values("name", "started_at", "tenant", "request_id")[
+        :limit
+    ]:
+        newest.setdefault(row["name"], row)
+    return newest
+
+
 def list_audit_records_after(after_id: int, limit: int) -> list[AuditRecord]:
     """Audit records by insertion (``id``) after ``after_id``: what a reader that keeps its
     own cursor (the SIEM delivery) has not read yet. Stored, masked, rows."""

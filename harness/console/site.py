@@ -28,6 +28,7 @@ from django.core.exceptions import FieldDoesNotExist, PermissionDenied, Validati
 from django.db.models import Model, Q, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
+from harness.console.catalogue_views import catalogue_urls
 from harness.console.home import home_context
 from harness.console.oidc import provider_logout_url, sso_enabled
 from harness.console.reads import granted_tenant_slugs
@@ -180,6 +181,10 @@ class HarnessAdminSite(admin.AdminSite):
 
     def index(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> Any:
         return super().index(request, (extra_context or {}) | home_context(request.user))
+
+    def get_urls(self) -> list[Any]:
+        # The catalogue's pages (agents, tools, MCP servers) beside the models' pages.
+        return [*catalogue_urls(self), *super().get_urls()]
 
     login_template = "admin/harness/login.html"
 

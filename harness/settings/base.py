@@ -377,7 +377,13 @@ HARNESS_TOOL_MAX_RETRIES = env_int("HARNESS_TOOL_MAX_RETRIES", 2, minimum=0)
 # ${secret:NAME} in HTTP tool files reads HARNESS_SECRET_NAME (or HARNESS_SECRET_NAME_FILE).
 HARNESS_SECRETS = env_prefixed("HARNESS_SECRET_")
 # MCP servers as tool providers (README "MCP tools"): {"mcpServers": {name: {...}}}.
-HARNESS_MCP_CONFIG = env_str("HARNESS_MCP_CONFIG")
+# Unset, it is the demo's configuration once ``manage.py load_demo`` wrote it under var/: the
+# web server, the worker, ``check_tools`` and ``run_agent`` from a plain shell all see the same
+# servers (docs/catalogue.md). Set (even empty), the variable wins.
+DEMO_MCP_CONFIG = VAR_DIR / "demo-mcp-servers.json"
+HARNESS_MCP_CONFIG = env_str(
+    "HARNESS_MCP_CONFIG", str(DEMO_MCP_CONFIG) if DEMO_MCP_CONFIG.is_file() else ""
+)
 HARNESS_MCP_CONNECT_TIMEOUT_S = env_float("HARNESS_MCP_CONNECT_TIMEOUT_S", 15.0, minimum=0.1)
 # How long a server's tool list is trusted before a call lists it again (drift check).
 HARNESS_MCP_LIST_TTL_S = env_float("HARNESS_MCP_LIST_TTL_S", 30.0, minimum=0)

@@ -26,6 +26,11 @@ if CELERY_BROKER_URL.startswith("filesystem://"):  # noqa: F405
         VAR_DIR / "celery-broker-tests"  # noqa: F405
     )
 
+# The demo's MCP configuration is never a test's default (a test names its servers); the one
+# ``load_demo`` writes in tests goes beside the development copy, not over it.
+DEMO_MCP_CONFIG = VAR_DIR / "test-demo-mcp-servers.json"  # noqa: F405
+HARNESS_MCP_CONFIG = env_str("HARNESS_MCP_CONFIG")  # noqa: F405
+
 # Tests call back receivers they start on loopback.
 HARNESS_WEBHOOK_ALLOWED_NETWORKS = ["127.0.0.0/8", "::1/128"]
 HARNESS_WEBHOOK_RETRY_SCHEDULE_S = [0.5, 1.0, 2.0]

@@ -302,7 +302,10 @@ def test_the_projects_mcp_tool_matches_what_the_demo_server_advertises(
         reset_pool()
 
     assert failure is None
-    assert output == "7 tool file(s) checked: 7 tool(s) loaded, 0 error(s), 0 warning(s).\n"
+    assert output == (
+        "INFO    MCP servers configured in tools/mcp/demo-servers.json: tickets.\n"
+        "7 tool file(s) checked: 7 tool(s) loaded, 0 error(s), 0 warning(s).\n"
+    )
 
 
 def test_check_tools_exits_non_zero_on_an_error_and_zero_on_warnings(tmp_path):

@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand
 
-from harness.demo import load_demo
+from harness.demo import load_demo, write_demo_mcp_config
 from harness.settings.env import env_str
 
 
@@ -12,3 +12,5 @@ class Command(BaseCommand):
         counts = load_demo(admin_password=password)
         summary = ", ".join(f"{count} {name}" for name, count in counts.items())
         self.stdout.write(self.style.SUCCESS(f"Demo loaded: {summary}."))
+        # The default HARNESS_MCP_CONFIG from now on, for every process of this checkout.
+        self.stdout.write(f"Demo MCP servers configured in {write_demo_mcp_config()}.")

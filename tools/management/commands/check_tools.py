@@ -41,7 +41,10 @@ class Command(BaseCommand):
         else:
             files, known = configured, {}
         tools, faults = load_tool_files(files, timeout, known_tools=known)
-        faults = [*config_faults(get_mcp_config()), *faults]
+        config = get_mcp_config()
+        faults = [*config_faults(config), *faults]
+        if config.path:
+            self.stdout.write(_servers_line(config))
         for fault in faults:
             style = {"error": self.style.ERROR, "warning": self.style.WARNING}.get(
                 fault.severity, str
@@ -73,6 +76,14 @@ class Command(BaseCommand):
         if errors or drifted:
             raise CommandError(summary, returncode=1)
         self.stdout.write(self.style.SUCCESS(summary))
+
+
+def _servers_line(config: Any) -> str:
+    """Which MCP servers this process sees, and from where: what the web server sees too when
+    both read the same HARNESS_MCP_CONFIG (by default the demo's, under var/). Unset, each
+    pinned tool's INFO line says its server is not configured."""
+    names = ", ".join(sorted(config.servers)) or "none"
+    return f"INFO    MCP servers configured in {_shown(config.path)}: {names}."
 
 
 def _shown(path: str) -> str:
