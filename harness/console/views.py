@@ -200,7 +200,7 @@ def policy_preview_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> 
             if "save" in request.POST:
                 if not may_save(model_admin.admin_site, request, change):
                     raise PermissionDenied
-                _save(tenant, change, request.user.get_username())
+                save_change(tenant, change, request.user.get_username())
                 messages.success(request, f"Saved: {_describe(change)}.")
                 return redirect(request.path)
             preview = what_if(tenant, [change], form.cleaned_data["limit"])
@@ -276,7 +276,8 @@ def _describe(change: dict[str, Any]) -> str:
     return f"{change['op']} {target} {json.dumps(change[target], ensure_ascii=False)}"
 
 
-def _save(tenant: Tenant, change: dict[str, Any], actor: str) -> None:
+def save_change(tenant: Tenant, change: dict[str, Any], actor: str) -> None:
+    """Save one edit through the policy services (validated, versioned, audited)."""
     op = change["op"]
     if "permission" in change:
         body = change["permission"]
