@@ -5,6 +5,7 @@ and the change log. Thin: reads from the policy services, edits through
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -211,10 +212,9 @@ def _opened(tenant: Tenant, query: Any) -> PolicyEditForm:
     initial: dict[str, Any] = {"kind": query.get("kind", "call"), "op": "add", "enabled": True}
     name = query.get("rule", "")
     if name:
-        try:
+        # A rule removed since the link was drawn: the form opens empty, for a new edit.
+        with contextlib.suppress(PolicyError):
             initial |= form_data_of(rule_change(policy.get_rule(tenant.slug, name)))
-        except PolicyError:
-            pass
     return PolicyEditForm(initial=initial)
 
 
