@@ -146,6 +146,22 @@ def check_change(change: dict[str, Any], limit: int = 20) -> dict[str, str]:
         return _field_errors(exc.detail, change)
 
 
+def refusals_of(tenant: str, change: dict[str, Any], limit: int = 20) -> dict[str, str]:
+    """Everything the API would refuse in ``change`` for ``tenant``: its shape (the what-if
+    serializer), then its meaning (the policy services, applying it to an in-memory copy of
+    the tenant's policy: a rule that exists already, a name not found, a match value that is
+    an object…). Keyed by form field; empty when it can be previewed and saved. Writes
+    nothing."""
+    errors = check_change(change, limit)
+    if errors:
+        return errors
+    try:
+        policy.policy_snapshot(tenant, [change])
+    except PolicyError as exc:
+        return refusal_of(exc, change)
+    return {}
+
+
 def refusal_of(exc: PolicyError, change: dict[str, Any]) -> dict[str, str]:
     """A service's refusal (a rule that exists, a default, a name not found…) as a field error."""
     return {_form_field(exc.details, change): exc.message}

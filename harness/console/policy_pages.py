@@ -22,10 +22,10 @@ from harness.console.policy_editor import (
     FIELDS_OF,
     PolicyEditForm,
     change_of,
-    check_change,
     form_data_of,
     holds_policy_admin,
     refusal_of,
+    refusals_of,
     rule_change,
 )
 from harness.console.reads import granted_tenant_slugs
@@ -177,7 +177,7 @@ def policy_editor_view(site: admin.AdminSite, request: HttpRequest) -> HttpRespo
     if request.method == "POST" and form.is_valid():
         change, raw_error = _proposed(request, form)
         limit = form.cleaned_data.get("limit") or 20
-        errors = {} if raw_error else check_change(change, limit)
+        errors = {} if raw_error else refusals_of(tenant.slug, change, limit)
         for field, message in errors.items():
             form.add_error(None if field == "__all__" else field, message)
         if not errors and not raw_error:

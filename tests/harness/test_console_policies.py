@@ -33,7 +33,7 @@ def test_a_tenant_without_rules_of_its_own_shows_the_built_in_ones_that_apply_to
     assert page.status_code == 200
     assert html.count('class="badge built-in-badge">built-in</span>') == 2
     assert "labels.carries" in html  # how the flow rule is got round: the tool files
-    assert '&quot;approval&quot;: &quot;never&quot;' in html  # and the approval one
+    assert "&quot;approval&quot;: &quot;never&quot;" in html  # and the approval one
     assert "None of the tenant's own." in html
 
 

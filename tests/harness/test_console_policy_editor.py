@@ -18,6 +18,7 @@ from harness.console.policy_editor import (
     change_of,
     check_change,
     form_data_of,
+    refusals_of,
 )
 from harness.models import StaffTenantGrant, Tenant
 from policy import services as policy
@@ -144,12 +145,14 @@ def invalid_edits(draw):
     return data, field
 
 
-@settings(max_examples=60, deadline=None)
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(invalid_edits())
-def test_an_invalid_field_is_refused_on_that_field(case):
+def test_an_invalid_field_is_refused_on_that_field(db, case):
     data, field = case
 
-    errors = check_change(_through_the_form(data))
+    errors = refusals_of("acme", _through_the_form(data))
 
     assert list(errors) == [field], errors
     assert errors[field]
@@ -167,6 +170,30 @@ def test_an_exclusive_rule_naming_one_label_twice_is_refused_on_the_other_label(
     }
 
     assert list(check_change(change)) == ["other_label"]
+
+
+def test_a_match_value_that_is_an_object_passes_the_shape_and_is_refused_by_the_policy(db):
+    change = {
+        "op": "add",
+        "rule": {"name": "x", "kind": "call", "tool": "t", "match": {"a": {"b": 1}}}
+        | {"effect": "refuse", "description": "", "enabled": True},
+    }
+
+    assert check_change(change) == {}  # the what-if API's shape allows it
+    assert list(refusals_of("acme", change)) == ["match"]
+
+
+def test_a_rule_name_taken_already_is_refused_on_the_name(db):
+    policy.create_rule(
+        "acme", {"name": "mine", "kind": "call", "tool": "t"} | {"effect": "refuse"}, actor="tests"
+    )
+    change = {
+        "op": "add",
+        "rule": {"name": "mine", "kind": "call", "tool": "u", "match": {}}
+        | {"effect": "refuse", "description": "", "enabled": True},
+    }
+
+    assert list(refusals_of("acme", change)) == ["name"]
 
 
 def test_a_permission_with_a_bad_scope_is_refused_on_the_scope_and_its_effect_on_acl_effect():
