@@ -127,3 +127,14 @@ def test_staff_who_may_not_view_the_rules_open_neither_page(demo):
     assert runs_only.get(EFFECTIVE).status_code == 403
     assert runs_only.get(EDITOR).status_code == 403
     assert runs_only.post(EDITOR, RULE | {"tenant": "acme", "preview": "1"}).status_code == 403
+
+
+def test_the_demos_console_login_saves_as_itself_holding_policy_admin(demo):
+    admin = Client()
+    admin.force_login(get_user_model().objects.get(username="admin"))
+
+    saved = admin.post(EDITOR, RULE | {"tenant": "globex", "save": "1"})
+
+    assert saved.status_code == 302
+    assert PolicyChange.objects.filter(tenant="globex").first().actor == "admin:admin"
+    assert policy.get_rule("globex", "no-escalations").tool == "update_ticket"
