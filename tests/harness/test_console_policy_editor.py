@@ -47,24 +47,14 @@ def _rule(kind: str, **fields) -> dict:
     return {"name": fields.pop("name"), "kind": kind, **fields}
 
 
-call_rules = st.builds(
-    lambda **f: _rule("call", **f),
-    name=names,
-    tool=tools,
-    match=matches,
-    effect=effects,
-    description=descriptions,
-    enabled=st.booleans(),
-)
-flow_rules = st.builds(
-    lambda **f: _rule("flow", **f),
-    name=names,
-    label=labels,
-    sink=sinks,
-    effect=effects,
-    description=descriptions,
-    enabled=st.booleans(),
-)
+def _rules(kind: str, **fields) -> st.SearchStrategy[dict]:
+    """Valid rules of ``kind``: the fields every rule has, and ``fields``."""
+    common = {"name": names, "effect": effects, "description": descriptions}
+    return st.builds(lambda **f: _rule(kind, **f), enabled=st.booleans(), **common, **fields)
+
+
+call_rules = _rules("call", tool=tools, match=matches)
+flow_rules = _rules("flow", label=labels, sink=sinks)
 exclusive_rules = st.builds(
     lambda name, pair, **f: _rule("exclusive", name=name, label=pair[0], other_label=pair[1], **f),
     name=names,

@@ -10,9 +10,9 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from django.test import Client
 
-from harness.models import StaffTenantGrant, Tenant
 from policy import services as policy
 from policy.models import PolicyChange, PolicyRule
+from tests.security.test_admin_permissions import staff as staff_user
 
 EFFECTIVE = "/admin/policy/effective/"
 EDITOR = "/admin/policy/editor/"
@@ -31,13 +31,7 @@ RULE = {
 
 
 def staff(username: str, codenames: list[str], tenants: tuple[str, ...] = ("acme",)) -> Client:
-    user = get_user_model().objects.create_user(username, password="pw", is_staff=True)
-    user.user_permissions.set(Permission.objects.filter(codename__in=codenames))
-    for slug in tenants:
-        StaffTenantGrant.objects.create(user=user, tenant=Tenant.objects.get(slug=slug))
-    client = Client()
-    client.force_login(user)
-    return client
+    return staff_user(username, *codenames, tenants=tenants)[1]
 
 
 def viewer() -> Client:
