@@ -17,7 +17,7 @@ from django import forms
 from rest_framework.exceptions import ValidationError as ApiValidationError
 
 from policy import services as policy
-from policy.api.serializers import WhatIfSerializer
+from policy.api.serializers import WhatIfSerializer, refuse_rules_that_never_fire
 from policy.errors import PolicyError
 
 RULE_KINDS = ("call", "flow", "exclusive")
@@ -150,13 +150,19 @@ def refusals_of(tenant: str, change: dict[str, Any], limit: int = 20) -> dict[st
     """Everything the API would refuse in ``change`` for ``tenant``: its shape (the what-if
     serializer), then its meaning (the policy services, applying it to an in-memory copy of
     the tenant's policy: a rule that exists already, a name not found, a match value that is
-    an object…). Keyed by form field; empty when it can be previewed and saved. Writes
-    nothing."""
+    an object…; and the rules API's refusal of an approval rule that could never fire).
+    Keyed by form field; empty when it can be previewed and saved. Writes nothing."""
     errors = check_change(change, limit)
     if errors:
         return errors
     try:
         policy.policy_snapshot(tenant, [change])
+        rule = change.get("rule") or {}
+        if change["op"] == "add":
+            refuse_rules_that_never_fire(rule)
+        elif change["op"] == "update":  # as PATCH /policies/rules/{name} checks it
+            stored = policy.get_rule(tenant, rule["name"]).to_dict()
+            refuse_rules_that_never_fire(stored | rule)
     except PolicyError as exc:
         return refusal_of(exc, change)
     return {}

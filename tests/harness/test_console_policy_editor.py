@@ -173,6 +173,22 @@ def test_a_match_value_that_is_an_object_passes_the_shape_and_is_refused_by_the_
     assert list(refusals_of("acme", change)) == ["match"]
 
 
+@pytest.mark.parametrize(("op", "name"), [("add", "hold-reads"), ("update", "mine")])
+def test_an_approval_rule_for_a_tool_never_held_is_refused_on_the_tool_as_the_api_does(
+    db, op, name
+):
+    policy.create_rule(
+        "acme", {"name": "mine", "kind": "call", "tool": "t", "effect": "refuse"}, actor="tests"
+    )
+    rule = {"name": name, "kind": "call", "tool": "get_ticket", "match": {}}
+    rule |= {"effect": "require_approval", "description": "", "enabled": True}
+
+    errors = refusals_of("acme", {"op": op, "rule": rule})
+
+    assert list(errors) == ["tool"]
+    assert 'get_ticket\'s tool file says approval: "never"' in errors["tool"]
+
+
 def test_a_rule_name_taken_already_is_refused_on_the_name(db):
     policy.create_rule(
         "acme", {"name": "mine", "kind": "call", "tool": "t"} | {"effect": "refuse"}, actor="tests"
