@@ -229,10 +229,12 @@ def _proposed(request: HttpRequest, form: PolicyEditForm) -> tuple[dict[str, Any
     if not isinstance(change, dict):
         return {}, 'A JSON object, e.g. {"op": "add", "rule": {…}}.'
     try:  # show it in the form as well, when it has a shape the form knows
-        form.data = form.data.copy()
-        form.data.update(
-            {key: str(value) for key, value in form_data_of(change).items() if key != "enabled"}
-        )
+        shown = form.data.copy()
+        shown.pop("enabled", None)  # a checkbox is sent only when ticked
+        for key, value in form_data_of(change).items():
+            if key != "enabled" or value is True:
+                shown[key] = "on" if value is True else str(value)
+        form.data = shown
     except (KeyError, TypeError):
         pass
     return change, ""

@@ -27,7 +27,7 @@ def tenant_admin(demo) -> tuple[str, str]:
     """alice: the demo's tenant_admin of acme (policy:admin there), as a console user granted
     acme who may view everything and edit rules and Casbin lines."""
     user = get_user_model().objects.create_user("alice", password="alice-pw", is_staff=True)
-    edits = [f"{verb}_{model}" for verb in ("add", "change", "delete") for model in ("policyrule",)]
+    edits = ["add_policyrule", "change_policyrule", "delete_policyrule"]
     user.user_permissions.set(
         [
             *Permission.objects.filter(codename__startswith="view_"),

@@ -294,11 +294,12 @@ def test_a_policy_admin_previews_then_saves_a_structured_call_rule(alice):
     )
 
 
-def test_the_raw_json_is_previewed_as_the_form_would_be_and_bad_json_is_said_so(alice):
+@pytest.mark.parametrize("enabled", [True, False])
+def test_the_raw_json_is_previewed_as_the_form_would_be_and_bad_json_is_said_so(alice, enabled):
     change = {
         "op": "add",
         "rule": {"name": "no-mail-after-pii", "kind": "flow", "label": "pii", "sink": "*"}
-        | {"effect": "require_approval", "description": "", "enabled": True},
+        | {"effect": "require_approval", "description": "", "enabled": enabled},
     }
 
     used = alice.post(EDITOR, {"tenant": "acme", "raw": json.dumps(change), "use_raw": "1"})
@@ -307,6 +308,10 @@ def test_the_raw_json_is_previewed_as_the_form_would_be_and_bad_json_is_said_so(
     assert used.status_code == 200
     assert used.context["preview"] is not None
     assert used.context["form"]["label"].value() == "pii"
+    # What the form now holds is the JSON's edit: saving it from the form saves that edit.
+    resent = PolicyEditForm(used.context["form"].data)
+    assert resent.is_valid()
+    assert change_of(resent.cleaned_data) == change
     assert broken.context["raw_error"].startswith("Not JSON")
     assert broken.context["preview"] is None
 
