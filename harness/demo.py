@@ -39,9 +39,13 @@ ROLE_ASSIGNMENTS = [
     # The admin console's demo login decides approvals in the admin as itself.
     ("acme", "admin", "approver"),
     ("globex", "admin", "approver"),
+    # ... and saves policy edits in the console's Policy editor as itself (policy:admin).
+    ("acme", "admin", "policy_admin"),
+    ("globex", "admin", "policy_admin"),
 ]
 # (tenant, role, scope): members work tickets; admins may also read customers, mail out, edit
-# the policy and decide approvals; approvers only decide approvals.
+# the policy and decide approvals; approvers only decide approvals; policy admins only edit
+# the policy.
 ROLE_PERMISSIONS = [
     (tenant, role, scope)
     for tenant in TENANTS
@@ -60,6 +64,7 @@ ROLE_PERMISSIONS = [
             "experiment:live_tools",
         ],
         "approver": ["approval:decide"],
+        "policy_admin": ["policy:admin"],
     }.items()
     for scope in scopes
 ]

@@ -39,9 +39,13 @@ class TenantPolicyVersionAdmin(ReadOnlyAdmin):
 
 @admin.register(PolicyChange)
 class PolicyChangeAdmin(ReadOnlyAdmin):
-    list_display = ["version", "tenant", "action", "rule", "actor", "created_at"]
+    list_display = ["version", "tenant", "action", "rule", "actor", "when", "before", "after"]
     list_filter = ["tenant", "action"]
     search_fields = ["actor", "tenant"]
+
+    @admin.display(description="when (UTC)", ordering="created_at")
+    def when(self, change: PolicyChange) -> str:
+        return change.created_at.isoformat(timespec="microseconds")
 
 
 class CasbinRuleForm(forms.ModelForm):
@@ -114,6 +118,11 @@ class PolicyRuleAdmin(admin.ModelAdmin):
 
     def get_readonly_fields(self, request: HttpRequest, obj: PolicyRule | None = None) -> list:
         return ["tenant", "name"] if obj else []
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict | None = None) -> Any:
+        # "0 policy rules" must not read as "no rule applies": the built-in ones always do.
+        extra = {"built_in_rules": rules.DEFAULT_RULES, **(extra_context or {})}
+        return super().changelist_view(request, extra)
 
     def save_model(self, request: HttpRequest, obj: PolicyRule, form: Any, change: bool) -> None:
         data = {key: form.cleaned_data.get(key) for key in rules.RULE_FIELDS} | {"name": obj.name}

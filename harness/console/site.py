@@ -31,6 +31,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from harness.console.catalogue_views import catalogue_urls
 from harness.console.home import home_context
 from harness.console.oidc import provider_logout_url, sso_enabled
+from harness.console.policy_pages import policy_page_entries, policy_urls
 from harness.console.reads import granted_tenant_slugs
 
 GLOBAL = ""  # tenant_lookup of models that belong to no tenant: superusers only
@@ -183,8 +184,20 @@ class HarnessAdminSite(admin.AdminSite):
         return super().index(request, (extra_context or {}) | home_context(request.user))
 
     def get_urls(self) -> list[Any]:
-        # The catalogue's pages (agents, tools, MCP servers) beside the models' pages.
-        return [*catalogue_urls(self), *super().get_urls()]
+        # The catalogue's pages (agents, tools, MCP servers) and the Policy pages (rules in
+        # effect, the editor) beside the models' pages.
+        return [*catalogue_urls(self), *policy_urls(self), *super().get_urls()]
+
+    def get_app_list(self, request: HttpRequest, app_label: str | None = None) -> list[Any]:
+        """Django's list of models, with the Policy pages (rules in effect, the editor)
+        first in the Policy section."""
+        apps = super().get_app_list(request, app_label)
+        for app in apps:
+            if app["app_label"] == "policy" and any(
+                model["object_name"] == "PolicyRule" for model in app["models"]
+            ):
+                app["models"][:0] = policy_page_entries()
+        return apps
 
     login_template = "admin/harness/login.html"
 

@@ -204,14 +204,10 @@ def policy_preview_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> 
             if "save" in request.POST:
                 if not may_save(model_admin.admin_site, request, change):
                     raise PermissionDenied
-                _save(tenant, change, request.user.get_username())
+                save_change(tenant, change, request.user.get_username())
                 messages.success(request, f"Saved: {_describe(change)}.")
                 return redirect(request.path)
-            preview = what_if(tenant, [change], form.cleaned_data["limit"])
-            preview["diff"] = policy_diff(tenant, change)
-            changes = preview["changes"]
-            rows = call_views(tenant.slug, [(changed["run_id"], changed) for changed in changes])
-            preview["rows"] = list(zip(changes, rows, strict=True))
+            preview = preview_change(tenant, change, form.cleaned_data["limit"])
         except PolicyError as exc:
             form.add_error(None, exc.message)
     context = {
@@ -239,6 +235,17 @@ def may_save(site: admin.AdminSite, request: HttpRequest, change: dict[str, Any]
     if change["op"] == "update":
         return page.has_change_permission(request)
     return page.has_delete_permission(request)
+
+
+def preview_change(tenant: Tenant, change: dict[str, Any], limit: int) -> dict[str, Any]:
+    """What-if of one policy change over the tenant's recent runs, for the console's pages:
+    the policy's lines before and after, and each changed call with its readable verdicts."""
+    preview = what_if(tenant, [change], limit)
+    preview["diff"] = policy_diff(tenant, change)
+    changes = preview["changes"]
+    rows = call_views(tenant.slug, [(changed["run_id"], changed) for changed in changes])
+    preview["rows"] = list(zip(changes, rows, strict=True))
+    return preview
 
 
 def policy_diff(tenant: Tenant, change: dict[str, Any]) -> list[dict[str, str]]:
@@ -283,7 +290,8 @@ def _describe(change: dict[str, Any]) -> str:
     return f"{change['op']} {target} {json.dumps(change[target], ensure_ascii=False)}"
 
 
-def _save(tenant: Tenant, change: dict[str, Any], actor: str) -> None:
+def save_change(tenant: Tenant, change: dict[str, Any], actor: str) -> None:
+    """Save one edit through the policy services (validated, versioned, audited)."""
     op = change["op"]
     if "permission" in change:
         body = change["permission"]

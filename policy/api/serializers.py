@@ -8,6 +8,7 @@ from rest_framework import serializers
 
 from core.serializers import FewChoices, PatternField, StrictSerializer
 from policy.errors import InvalidRule
+from tools.services import get_tool_registry
 
 
 class RuleRefused(InvalidRule):
@@ -21,6 +22,21 @@ def refuse_one_label_twice(rule: Mapping[str, Any]) -> None:
     label = rule.get("label")
     if rule.get("kind") == "exclusive" and label and label == rule.get("other_label"):
         raise RuleRefused("an exclusive rule needs two different labels", {"field": "other_label"})
+
+
+def refuse_rules_that_never_fire(rule: dict[str, Any]) -> None:
+    """A call rule requiring approval for a tool whose file says ``approval: "never"`` would
+    be accepted and never fire (the tool's own setting wins): refuse it, naming the tool."""
+    if rule.get("kind") != "call" or rule.get("effect") != "require_approval":
+        return
+    tool = get_tool_registry().get(str(rule.get("tool") or ""))
+    if tool is not None and tool.approval == "never":
+        raise InvalidRule(
+            f'{tool.name}\'s tool file says approval: "never", so this rule would never '
+            'hold a call; change the tool file\'s approval to "policy", or use effect '
+            '"refuse".',
+            {"field": "tool", "tool": tool.name},
+        )
 
 
 # The shapes the policy services check (policy/acl.py, policy/rules.py), documented in the

@@ -34,10 +34,10 @@ from policy.api.serializers import (
     RuleSerializer,
     RuleUpdateSerializer,
     refuse_one_label_twice,
+    refuse_rules_that_never_fire,
 )
 from policy.errors import InvalidRule, RuleNotFound
 from policy.key_scopes import POLICY_ADMIN, POLICY_READ
-from tools.services import get_tool_registry
 
 ACTING_USER = OpenApiParameter(
     ACTING_USER_HEADER,
@@ -144,7 +144,7 @@ class RuleListView(PolicyAdminView):
         """Add a chain or call rule."""
         data = _valid(RuleSerializer, request.data)
         refuse_one_label_twice(data)
-        _refuse_rules_that_never_fire(data)
+        refuse_rules_that_never_fire(data)
         try:
             rule, version = policy.create_rule(self.tenant, data, actor=self.actor)
         except InvalidRule as exc:
@@ -166,7 +166,7 @@ class RuleDetailView(PolicyAdminView):
         data = _valid(RuleUpdateSerializer, request.data, partial=True)
         # The patch is well formed: what the services refuse now is the rule it would make.
         with _as_conflict():
-            _refuse_rules_that_never_fire({**policy.get_rule(self.tenant, name).to_dict(), **data})
+            refuse_rules_that_never_fire({**policy.get_rule(self.tenant, name).to_dict(), **data})
             rule, version = policy.update_rule(self.tenant, name, data, actor=self.actor)
         return self.edited(version, rule=rule.to_dict())
 
@@ -214,18 +214,3 @@ def _valid(serializer_class: type, data: Any, partial: bool = False) -> dict[str
     body = serializer_class(data=data, partial=partial)
     body.is_valid(raise_exception=True)
     return dict(body.validated_data)
-
-
-def _refuse_rules_that_never_fire(rule: dict[str, Any]) -> None:
-    """A call rule requiring approval for a tool whose file says ``approval: "never"`` would
-    be accepted and never fire (the tool's own setting wins): refuse it, naming the tool."""
-    if rule.get("kind") != "call" or rule.get("effect") != "require_approval":
-        return
-    tool = get_tool_registry().get(str(rule.get("tool") or ""))
-    if tool is not None and tool.approval == "never":
-        raise InvalidRule(
-            f'{tool.name}\'s tool file says approval: "never", so this rule would never '
-            'hold a call; change the tool file\'s approval to "policy", or use effect '
-            '"refuse".',
-            {"field": "tool", "tool": tool.name},
-        )
