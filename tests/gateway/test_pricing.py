@@ -1,5 +1,5 @@
 """Prices: the route's own (HARNESS_ROUTES) over the demo price over genai-prices' bundled
-table; a model none of them knows is unpriced. Costs are exact: tokens × price in micros."""
+table; a model none of them knows is unpriced. Costs are exact: tokens times price in micros."""
 
 from __future__ import annotations
 
