@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from harness.models import Run
 from harness.reports import CostFilter, cost_report
-from tests.fake_providers import FakeProvider, openai_completion, openai_usage
+from tests.fake_providers import openai_completion, openai_usage
 from tests.harness.test_admin_console import staff_client
 from traces.models import Span
 
@@ -46,17 +46,6 @@ def test_a_runs_cost_is_the_sum_of_its_priced_model_calls(acme, priced):
     expected = Decimal(run.prompt_tokens * 1 + run.completion_tokens * 2) / 1_000_000
     assert run.cost_usd > 0
     assert run.cost_usd == span_costs == expected
-
-
-@pytest.fixture
-def unpriced(settings):
-    """The demo's route sent to a local OpenAI-compatible server under a model no price
-    table knows: its calls have no price."""
-    server = FakeProvider("openai")
-    settings.OPENAI_BASE_URL, settings.OPENAI_API_KEY = server.url, "sk-test"
-    settings.HARNESS_ROUTES = {"scripted:demo": {"provider": "openai", "model": "local-llm"}}
-    yield server
-    server.close()
 
 
 def test_runs_on_an_unpriced_route_count_their_calls_without_a_price(acme, unpriced):
