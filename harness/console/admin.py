@@ -25,8 +25,8 @@ from harness.console.permissions import DECIDE_PERMISSION
 from harness.console.reads import (
     find_runs_touching,
     first_problem,
+    format_cost,
     format_duration,
-    format_money,
     granted_tenant_slugs,
     held_calls,
     mark_masked,
@@ -233,6 +233,7 @@ class RunAdmin(TenantScopedAdmin):
         "lease_token",
         "request_digest",
         "cost_usd",  # shown as cost_detail: money, and the exact figure
+        "unpriced_calls",  # also in cost_detail: "no price" rather than $0
     ]
 
     def get_list_display(self, request: HttpRequest) -> list[str]:
@@ -289,11 +290,11 @@ class RunAdmin(TenantScopedAdmin):
 
     @admin.display(description="cost", ordering="cost_usd")
     def cost(self, run: Run) -> str:
-        return format_money(run.cost_usd)
+        return format_cost(run.cost_usd, run.unpriced_calls)
 
     @admin.display(description="cost")
     def cost_detail(self, run: Run) -> str:
-        return f"{format_money(run.cost_usd)} ({run.cost_usd:f} USD)"
+        return f"{format_cost(run.cost_usd, run.unpriced_calls)} ({run.cost_usd:f} USD)"
 
     @admin.display(description="created", ordering="created_at")
     def created(self, run: Run) -> str:

@@ -21,7 +21,7 @@ from django.utils.safestring import SafeString
 
 from harness.console.charts import Bar, Segment, legend, stacked_bars
 from harness.console.dashboard import day_range, run_list_link
-from harness.console.reads import format_money
+from harness.console.reads import format_cost
 from harness.reports import DIMENSIONS, CostFilter, cost_report
 
 DEFAULT_DAYS = 30
@@ -147,13 +147,7 @@ def _cell(value: Any) -> Any:
 
 
 def amount(row: dict[str, Any]) -> str:
-    """A row's cost for people: money, "no price" when none of its calls had one, and a note
-    when only some had."""
-    cost, unpriced = row["cost_usd"], row["unpriced_calls"]
-    if unpriced and not cost:
-        return "no price"
-    money = format_money(cost)
-    return f"{money} (+{unpriced} calls without a price)" if unpriced else money
+    return format_cost(row["cost_usd"], row["unpriced_calls"])
 
 
 def _day_total(segments: Sequence[Segment], unit: str) -> str:

@@ -86,6 +86,8 @@ def test_unpriced_calls_show_no_price_never_zero(acme, admin_client, unpriced):
     assert [row["cost_label"] for row in report["rows"]] == ["no price"]
     assert response.context["page"].chart_unit == "tokens"
     assert "$0<" not in response.content.decode()
+    run_list = admin_client.get("/admin/harness/run/").content.decode()
+    assert '<td class="field-cost">no price</td>' in run_list
 
 
 def test_an_inverted_range_is_refused_on_the_page_and_in_the_export(admin_client):
