@@ -6,6 +6,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
 
 from tests.fake_providers import FakeProvider
 
@@ -19,3 +21,11 @@ def unpriced(settings: Any) -> Iterator[FakeProvider]:
     settings.HARNESS_ROUTES = {"scripted:demo": {"provider": "openai", "model": "local-llm"}}
     yield server
     server.close()
+
+
+@pytest.fixture
+def console_admin(demo: None) -> Client:
+    """The demo's superuser, signed in to the console."""
+    client = Client()
+    client.force_login(get_user_model().objects.get(username="admin"))
+    return client

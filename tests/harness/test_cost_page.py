@@ -8,7 +8,6 @@ import io
 from datetime import timedelta
 from decimal import Decimal
 
-import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 from django.utils import timezone
@@ -22,19 +21,12 @@ PAGE = "/admin/harness/costreport/"
 EXPORT = "/admin/harness/costreport/export.csv"
 
 
-@pytest.fixture
-def admin_client(demo) -> Client:
-    client = Client()
-    client.force_login(get_user_model().objects.get(username="admin"))
-    return client
-
-
-def test_the_page_opens_on_the_last_30_days_with_date_pickers(acme, admin_client):
+def test_the_page_opens_on_the_last_30_days_with_date_pickers(acme, console_admin):
     recent, old = ask(acme, "bob"), ask(acme, "bob")
     move_to_day(recent, 29)
     move_to_day(old, 30)  # one day before the default range
 
-    response = admin_client.get(PAGE)
+    response = console_admin.get(PAGE)
 
     assert response.status_code == 200
     html = response.content.decode()
@@ -47,12 +39,12 @@ def test_the_page_opens_on_the_last_30_days_with_date_pickers(acme, admin_client
     assert response.context["page"].days == 30
 
 
-def test_the_chart_has_a_bar_per_day_stacked_by_agent_and_model(acme, admin_client):
+def test_the_chart_has_a_bar_per_day_stacked_by_agent_and_model(acme, console_admin):
     move_to_day(ask(acme, "bob"), 1)
     ask(acme, "bob")
     day = timezone.now().date()
 
-    response = admin_client.get(PAGE, {"start": day - timedelta(days=2), "end": day})
+    response = console_admin.get(PAGE, {"start": day - timedelta(days=2), "end": day})
 
     chart = str(response.context["page"].chart)
     assert chart.startswith('<svg class="chart"')
@@ -62,10 +54,10 @@ def test_the_chart_has_a_bar_per_day_stacked_by_agent_and_model(acme, admin_clie
     assert response.context["page"].chart_unit == "USD"
 
 
-def test_the_totals_are_the_sum_of_the_rows_shown_in_money(acme, globex, admin_client):
+def test_the_totals_are_the_sum_of_the_rows_shown_in_money(acme, globex, console_admin):
     runs = [ask(acme, "bob"), ask(globex, "charlie"), ask(acme, "alice")]
 
-    response = admin_client.get(PAGE)
+    response = console_admin.get(PAGE)
 
     report = response.context["report"]
     total = sum(Run.objects.get(id=r.id).cost_usd for r in runs)
@@ -75,26 +67,26 @@ def test_the_totals_are_the_sum_of_the_rows_shown_in_money(acme, globex, admin_c
     assert f'<strong id="cost-total">{label}</strong>' in response.content.decode()
 
 
-def test_unpriced_calls_show_no_price_never_zero(acme, admin_client, unpriced):
+def test_unpriced_calls_show_no_price_never_zero(acme, console_admin, unpriced):
     unpriced.queue(openai_completion("It waits for a part.", usage=openai_usage(300, 20)))
     ask(acme, "bob")
 
-    response = admin_client.get(PAGE)
+    response = console_admin.get(PAGE)
 
     report = response.context["report"]
     assert report["totals"]["cost_label"] == "no price"
     assert [row["cost_label"] for row in report["rows"]] == ["no price"]
     assert response.context["page"].chart_unit == "tokens"
     assert "$0<" not in response.content.decode()
-    run_list = admin_client.get("/admin/harness/run/").content.decode()
+    run_list = console_admin.get("/admin/harness/run/").content.decode()
     assert '<td class="field-cost">no price</td>' in run_list
 
 
-def test_an_inverted_range_is_refused_on_the_page_and_in_the_export(admin_client):
+def test_an_inverted_range_is_refused_on_the_page_and_in_the_export(console_admin):
     query = {"start": "2026-03-02", "end": "2026-03-01"}
 
-    page = admin_client.get(PAGE, query)
-    export = admin_client.get(EXPORT, query)
+    page = console_admin.get(PAGE, query)
+    export = console_admin.get(EXPORT, query)
 
     assert page.status_code == 200
     assert page.context["page"] is None
@@ -108,10 +100,10 @@ def read_csv(response) -> list[dict[str, str]]:
     return list(csv.DictReader(io.StringIO(response.content.decode())))
 
 
-def test_the_export_has_a_row_per_day_tenant_agent_model_and_user(acme, globex, admin_client):
+def test_the_export_has_a_row_per_day_tenant_agent_model_and_user(acme, globex, console_admin):
     bob, charlie = ask(acme, "bob"), ask(globex, "charlie")
 
-    rows = read_csv(admin_client.get(EXPORT))
+    rows = read_csv(console_admin.get(EXPORT))
 
     day = str(timezone.now().date())
     assert [(r["day"], r["tenant"], r["agent"], r["model"], r["user"]) for r in rows] == [
