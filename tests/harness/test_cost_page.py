@@ -64,7 +64,11 @@ def test_the_totals_are_the_sum_of_the_rows_shown_in_money(acme, globex, console
     assert report["totals"]["cost_usd"] == sum(r["cost_usd"] for r in report["rows"]) == total
     label = report["totals"]["cost_label"]
     assert label == f"${total.quantize(Decimal('0.0001'))}"
-    assert f'<strong id="cost-total">{label}</strong>' in response.content.decode()
+    html = response.content.decode()
+    assert f'<strong id="cost-total">{label}</strong>' in html
+    tokens = report["totals"]["total_tokens"]
+    assert tokens > 1000
+    assert f"<strong>{tokens:,}</strong> tokens" in html  # thousands separated
 
 
 def test_unpriced_calls_show_no_price_never_zero(acme, console_admin, unpriced):
