@@ -25,6 +25,7 @@ from harness.console.reads import format_cost
 from harness.reports import DIMENSIONS, CostFilter, cost_report
 
 DEFAULT_DAYS = 30
+MAX_CHART_DAYS = 366  # a bar a day: a longer range is refused (an open one is cut to its end)
 SERIES_TONES = 8  # seg-s0 … seg-s7 in costs.css; more series share colours
 CSV_COLUMNS = ["day", "tenant", "agent", "model", "user"]
 CSV_MEASURES = [
@@ -54,8 +55,11 @@ class CostReportForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
-        if data.get("start") and data.get("end") and data["start"] > data["end"]:
+        start, end = data.get("start"), data.get("end")
+        if start and end and start > end:
             self.add_error("end", "'To' is before 'From'.")
+        elif start and end and (end - start).days >= MAX_CHART_DAYS:
+            self.add_error("start", f"Pick at most {MAX_CHART_DAYS} days.")
         return data
 
 
@@ -161,4 +165,5 @@ def _days(where: CostFilter, rows: Sequence[dict[str, Any]]) -> list[date]:
     last = where.end or max(seen, default=None)
     if first is None or last is None:
         return []
+    first = max(first, last - timedelta(days=MAX_CHART_DAYS - 1))
     return [first + timedelta(days=i) for i in range((last - first).days + 1)]

@@ -141,3 +141,23 @@ def test_the_export_needs_the_view_permission(demo):
 
     assert client.get(EXPORT).status_code == 403
     assert Client().get(EXPORT).status_code == 302  # to the sign-in page
+
+
+def test_a_range_longer_than_a_chart_can_draw_is_refused(console_admin):
+    query = {"start": "2024-01-01", "end": "2025-01-01"}  # 367 days
+
+    page = console_admin.get(PAGE, query)
+
+    assert page.context["page"] is None
+    assert "Pick at most 366 days." in page.content.decode()
+    assert console_admin.get(PAGE, {"start": "2024-01-02", "end": "2025-01-01"}).context["page"]
+
+
+def test_an_open_range_charts_at_most_a_year_up_to_its_last_run(acme, console_admin):
+    move_to_day(ask(acme, "bob"), 400)
+    ask(acme, "bob")
+
+    page = console_admin.get(PAGE, {"start": "", "end": ""}).context["page"]
+
+    assert page.days == 366
+    assert page.report["totals"]["runs"] == 2  # the table covers every day
