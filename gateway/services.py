@@ -4,6 +4,7 @@ response back."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from django.conf import settings
@@ -11,6 +12,7 @@ from django.conf import settings
 from gateway.arguments import non_finite_path, parse_tool_arguments
 from gateway.errors import GatewayError, StreamInterrupted
 from gateway.messages import EventCallback, Message, ModelResponse, ToolCall, ToolSpec, Usage
+from gateway.pricing import call_cost
 from gateway.providers import anthropic_messages, openai_chat, scripted
 from gateway.reliability import call_with_retries
 from gateway.routes import Route, parse_route
@@ -25,6 +27,8 @@ __all__ = [
     "parse_route",
     "parse_tool_arguments",
 ]
+
+USD_PLACES = Decimal("0.00000001")  # the 8 decimals of Run.cost_usd
 
 ProviderCall = Callable[
     [Route, list[Message], list[ToolSpec], str | None, EventSink], ModelResponse
@@ -179,15 +183,9 @@ def estimate_cost_usd(route: str | None, prompt_tokens: int, completion_tokens: 
 
 
 def _cost(route: Route, usage: Usage) -> float | None:
-    """US dollars from the route's price table (per million tokens); None without one."""
-    price = route.price
-    if price is None:
+    """US dollars (``gateway.pricing``), to the 8 decimals a run's cost keeps; None when the
+    route has no price."""
+    priced = call_cost(route, usage)
+    if priced is None:
         return None
-    cached_price = price.cached_input if price.cached_input is not None else price.input
-    fresh = max(usage.prompt_tokens - usage.cached_tokens, 0)
-    dollars = (
-        fresh * price.input
-        + usage.cached_tokens * cached_price
-        + usage.completion_tokens * price.output
-    ) / 1_000_000
-    return round(dollars, 8)
+    return float(priced.usd.quantize(USD_PLACES, rounding=ROUND_HALF_UP))

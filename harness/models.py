@@ -154,8 +154,11 @@ class Run(models.Model):
     sealed = models.TextField(blank=True)
     prompt_tokens = models.PositiveIntegerField(default=0)
     completion_tokens = models.PositiveIntegerField(default=0)
-    # What the model calls cost, priced by the gateway's route table (0 for unpriced routes).
+    # What the model calls cost, as the gateway priced them (gateway.pricing); the calls it
+    # had no price for add nothing here and are counted in ``unpriced_calls`` instead, so a
+    # cost of 0 is never mistaken for a free run.
     cost_usd = models.DecimalField(max_digits=16, decimal_places=8, default=Decimal(0))
+    unpriced_calls = models.PositiveIntegerField(default=0)
     callback_url = models.URLField(max_length=2000, blank=True)
     idempotency_key = models.CharField(max_length=200, blank=True, default="")
     # HMAC-SHA256 (fingerprint key) of the request that created the run under its

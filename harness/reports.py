@@ -1,7 +1,9 @@
 """Cost reports: tokens and cost of runs per tenant, agent, user and day.
 
 Costs are what the gateway priced each model call at (``Run.cost_usd``, summed at every
-checkpoint of the loop); runs on unpriced routes count their tokens at zero cost.
+checkpoint of the loop; ``gateway.pricing`` says where a price comes from). Calls the gateway
+had no price for add no cost and are counted in ``unpriced_calls``: a row whose cost is 0 with
+unpriced calls has no price, it is not free.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from harness.models import Run
 DIMENSIONS = {
     "tenant": "tenant__slug",
     "agent": "agent",
+    "model": "model_route",
     "user": "user_id",
     "day": "day",
 }
@@ -36,6 +39,7 @@ class CostFilter:
     end: date | None = None
     agent: str | None = None
     user: str | None = None
+    model: str | None = None
 
 
 def cost_report(group_by: Sequence[str], where: CostFilter) -> dict[str, Any]:
@@ -52,6 +56,7 @@ def cost_report(group_by: Sequence[str], where: CostFilter) -> dict[str, Any]:
         "prompt_tokens": Sum("prompt_tokens"),
         "completion_tokens": Sum("completion_tokens"),
         "cost_usd": Sum("cost_usd"),
+        "unpriced_calls": Sum("unpriced_calls"),
     }
     rows = runs.values(*columns).annotate(**measures).order_by(*columns) if columns else []
     totals = runs.aggregate(**measures)
@@ -76,6 +81,8 @@ def _conditions(where: CostFilter) -> Q:
         q &= Q(agent=where.agent)
     if where.user:
         q &= Q(user_id=where.user)
+    if where.model:
+        q &= Q(model_route=where.model)
     return q
 
 
@@ -93,6 +100,7 @@ def _measures(row: dict[str, Any]) -> dict[str, Any]:
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
         "cost_usd": (row["cost_usd"] or Decimal(0)).quantize(Decimal("0.00000001")),
+        "unpriced_calls": row["unpriced_calls"] or 0,
     }
 
 

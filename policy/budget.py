@@ -344,10 +344,10 @@ def spend(ledger: RunLedger, tokens: int, cost: int, per_call: bool) -> None:
     ledger.tokens_used += tokens
     ledger.cost_used_micros += cost
     ledger.model_calls += 1
-    ledger.segment_model_calls += 1
-    if not per_call:  # per-call usage is already on the day row
+    if not per_call:  # per-call usage (the call included) is already on the day row
         ledger.segment_tokens += tokens
         ledger.segment_cost_micros += cost
+        ledger.segment_model_calls += 1
 
 
 def save_run_ledger(ledger: RunLedger, elapsed_ms: int, ended: bool) -> None:
@@ -359,7 +359,6 @@ def save_run_ledger(ledger: RunLedger, elapsed_ms: int, ended: bool) -> None:
     (the hold shrinks by as much), so a run that pauses is not counted twice, and the day's
     used + reserved stays within its limit."""
     now = timezone.now()
-    mode = ledger.mode
     ledger.wall_time_ms += max(0, elapsed_ms)
     drawn_tokens = min(ledger.segment_tokens, ledger.day_tokens_reserved)
     drawn_cost = min(ledger.segment_cost_micros, ledger.day_cost_reserved_micros)
@@ -378,7 +377,7 @@ def save_run_ledger(ledger: RunLedger, elapsed_ms: int, ended: bool) -> None:
     changes = (
         ledger.segment_tokens,
         ledger.segment_cost_micros,
-        ledger.segment_model_calls if mode != "per_call" else 0,
+        ledger.segment_model_calls,
         ledger.segment_tool_calls,
         released_tokens,
         released_cost,
@@ -387,7 +386,7 @@ def save_run_ledger(ledger: RunLedger, elapsed_ms: int, ended: bool) -> None:
         day_added = {
             "tokens_used": F("tokens_used") + ledger.segment_tokens,
             "cost_used_micros": F("cost_used_micros") + ledger.segment_cost_micros,
-            "model_calls": F("model_calls") + changes[2],
+            "model_calls": F("model_calls") + ledger.segment_model_calls,
             "tool_calls_used": F("tool_calls_used") + ledger.segment_tool_calls,
             "tokens_reserved": F("tokens_reserved") - released_tokens,
             "cost_reserved_micros": F("cost_reserved_micros") - released_cost,

@@ -66,6 +66,7 @@ class CostReportQuerySerializer(QueryFilters):
 
 class CostRowSerializer(serializers.Serializer):
     agent = serializers.CharField(required=False)
+    model = serializers.CharField(required=False)
     user = serializers.CharField(required=False)
     day = serializers.DateField(required=False)
     runs = serializers.IntegerField()
@@ -73,6 +74,9 @@ class CostRowSerializer(serializers.Serializer):
     completion_tokens = serializers.IntegerField()
     total_tokens = serializers.IntegerField()
     cost_usd = serializers.DecimalField(max_digits=20, decimal_places=8, coerce_to_string=False)
+    unpriced_calls = serializers.IntegerField(
+        help_text="Model calls without a price: their cost is unknown, not 0."
+    )
 
 
 class CostTotalsSerializer(serializers.Serializer):
@@ -81,6 +85,9 @@ class CostTotalsSerializer(serializers.Serializer):
     completion_tokens = serializers.IntegerField()
     total_tokens = serializers.IntegerField()
     cost_usd = serializers.DecimalField(max_digits=20, decimal_places=8, coerce_to_string=False)
+    unpriced_calls = serializers.IntegerField(
+        help_text="Model calls without a price: their cost is unknown, not 0."
+    )
 
 
 class CostReportSerializer(serializers.Serializer):

@@ -9,22 +9,24 @@ from __future__ import annotations
 from typing import Any
 
 from axes.models import AccessAttempt, AccessFailureLog, AccessLog
-from django import forms
 from django.contrib import admin
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
+from django.urls import path
 from django.utils.html import format_html
 
 from core.admin import ReadOnlyAdmin
 from harness import webhooks
+from harness.console import costs
 from harness.console import login as console_login
 from harness.console.permissions import DECIDE_PERMISSION
 from harness.console.reads import (
     find_runs_touching,
     first_problem,
+    format_cost,
     format_duration,
-    format_money,
     granted_tenant_slugs,
     held_calls,
     mark_masked,
@@ -49,7 +51,7 @@ from harness.models import (
     WebhookAttempt,
     WebhookDelivery,
 )
-from harness.reports import DIMENSIONS, CostFilter, cost_report
+from harness.reports import CostFilter
 from traces.queries import get_trace, list_tool_names, request_ids_calling
 
 
@@ -231,6 +233,7 @@ class RunAdmin(TenantScopedAdmin):
         "lease_token",
         "request_digest",
         "cost_usd",  # shown as cost_detail: money, and the exact figure
+        "unpriced_calls",  # also in cost_detail: "no price" rather than $0
     ]
 
     def get_list_display(self, request: HttpRequest) -> list[str]:
@@ -287,11 +290,11 @@ class RunAdmin(TenantScopedAdmin):
 
     @admin.display(description="cost", ordering="cost_usd")
     def cost(self, run: Run) -> str:
-        return format_money(run.cost_usd)
+        return format_cost(run.cost_usd, run.unpriced_calls)
 
     @admin.display(description="cost")
     def cost_detail(self, run: Run) -> str:
-        return f"{format_money(run.cost_usd)} ({run.cost_usd:f} USD)"
+        return f"{format_cost(run.cost_usd, run.unpriced_calls)} ({run.cost_usd:f} USD)"
 
     @admin.display(description="created", ordering="created_at")
     def created(self, run: Run) -> str:
@@ -388,46 +391,55 @@ class RunAdmin(TenantScopedAdmin):
         return False
 
 
-class CostReportForm(forms.Form):
-    group_by = forms.MultipleChoiceField(
-        choices=[(name, name) for name in DIMENSIONS],
-        required=False,
-        widget=forms.CheckboxSelectMultiple,
-    )
-    start = forms.DateField(required=False, label="From (UTC day)")
-    end = forms.DateField(required=False, label="To (UTC day)")
-
-
 @admin.register(CostReport)
 class CostReportAdmin(ReadOnlyAdmin, TenantScopedAdmin):
-    """Tokens and cost of the granted tenants' runs, grouped as the user picks."""
+    """Tokens and cost of the granted tenants' runs: a chart per day by agent and model, the
+    table grouped as the user picks, and a CSV export (``harness/console/costs.py``)."""
+
+    def get_urls(self) -> list[Any]:
+        export = self.admin_site.admin_view(self.export_view)
+        name = f"{self.opts.app_label}_{self.opts.model_name}_export"
+        return [path("export.csv", export, name=name), *super().get_urls()]
 
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
         if not self.has_view_permission(request):
             return super().changelist_view(request, extra_context)  # Django's refusal
-        form = CostReportForm(request.GET or {"group_by": ["tenant", "agent", "day"]})
-        report = None
+        form = costs.CostReportForm(request.GET or costs.default_query())
+        page = None
         if form.is_valid():
-            slugs = granted_tenant_slugs(request.user)
-            report = cost_report(
-                form.cleaned_data["group_by"],
-                CostFilter(
-                    tenants=None if slugs is None else sorted(slugs),
-                    start=form.cleaned_data["start"],
-                    end=form.cleaned_data["end"],
-                ),
-            )
+            page = costs.cost_page(form.cleaned_data["group_by"], self._filter(request, form))
         context = {
             **self.admin_site.each_context(request),
-            "title": "Cost report",
+            "title": "Costs",
             "opts": self.model._meta,
             "form": form,
-            "report": report,
+            "page": page,
+            "report": page.report if page else None,
+            "export_query": request.GET.urlencode(),
             **(extra_context or {}),
         }
         return TemplateResponse(request, "admin/harness/costreport/report.html", context)
+
+    def export_view(self, request: HttpRequest) -> HttpResponse:
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        form = costs.CostReportForm(request.GET or costs.default_query())
+        if not form.is_valid():
+            return HttpResponse(form.errors.as_text(), status=400, content_type="text/plain")
+        where = self._filter(request, form)
+        name = f"costs-{where.start or 'all'}-{where.end or 'all'}.csv"
+        return costs.cost_csv(costs.csv_rows(where), name)
+
+    @staticmethod
+    def _filter(request: HttpRequest, form: costs.CostReportForm) -> CostFilter:
+        slugs = granted_tenant_slugs(request.user)
+        return CostFilter(
+            tenants=None if slugs is None else sorted(slugs),
+            start=form.cleaned_data["start"],
+            end=form.cleaned_data["end"],
+        )
 
 
 class WebhookAttemptInline(admin.TabularInline):

@@ -276,7 +276,7 @@ def _spend(board: Dashboard, slugs: frozenset[str] | None, now: datetime) -> Non
     for day, agent, model, n, prompt, completion, cost in rows:
         tokens = (prompt or 0) + (completion or 0)
         cost = cost or Decimal(0)
-        link = run_list_link(agent__exact=agent, **_day_range(day))
+        link = run_list_link(agent__exact=agent, **day_range(day))
         board.spend.append(SpendRow(day, agent, model or "—", n, tokens, cost, link))
         total = per_day.setdefault(day, [0, Decimal(0)])
         total[0] += tokens
@@ -284,7 +284,7 @@ def _spend(board: Dashboard, slugs: frozenset[str] | None, now: datetime) -> Non
     for i in range(board.days - 1, -1, -1):
         day = (now - timedelta(days=i)).date()
         tokens, cost = per_day.get(day, [0, Decimal(0)])
-        board.spend_by_day.append((day, tokens, cost, run_list_link(**_day_range(day))))
+        board.spend_by_day.append((day, tokens, cost, run_list_link(**day_range(day))))
 
 
 def _budgets(board: Dashboard, slugs: frozenset[str] | None) -> None:
@@ -318,7 +318,7 @@ def _webhooks(board: Dashboard, slugs: frozenset[str] | None) -> None:
     board.failing_webhooks_link = f"{reverse('admin:harness_webhookdelivery_changelist')}?{failed}"
 
 
-def _day_range(day: Any) -> dict[str, Any]:
+def day_range(day: Any) -> dict[str, Any]:
     start = timezone.make_aware(datetime.combine(day, datetime.min.time()))
     return {"created_at__gte": start, "created_at__lt": start + timedelta(days=1)}
 

@@ -323,6 +323,15 @@ def format_money(value: Decimal | float | int | None) -> str:
     return f"${rounded}" if rounded else "<$0.0001"
 
 
+def format_cost(cost: Decimal | float | int | None, unpriced_calls: int) -> str:
+    """A cost for people: money, "no price" when none of the calls behind it had a price (an
+    unknown cost is not $0), and a note when only some had."""
+    if unpriced_calls and not cost:
+        return "no price"
+    money = format_money(cost)
+    return f"{money} (+{unpriced_calls} calls without a price)" if unpriced_calls else money
+
+
 def shorten(text: str, limit: int = 60) -> str:
     """One line of at most ``limit`` characters, an ellipsis marking a cut."""
     line = " ".join((text or "").split())

@@ -335,7 +335,8 @@ def _pause(drive: Drive, held: list[ToolCall]) -> Run:
     )
 
     def transition() -> None:
-        state.checkpoint(drive.lease, {"steps": run.steps, **drive.guard.counters(), **outcome})
+        # The step that held the calls is written here, its model call's usage with it.
+        state.checkpoint(drive.lease, {**usage_fields(drive), **outcome})
         state.pause(drive.lease, detail)
 
     writes.commit(transition=transition)

@@ -135,6 +135,7 @@ _STEP_FIELDS = frozenset(
         "prompt_tokens",
         "completion_tokens",
         "cost_usd",
+        "unpriced_calls",
         "tool_call_counts",
         "plans",
         "outcome",

@@ -243,6 +243,7 @@ def usage_fields(drive: Drive) -> dict[str, object]:
         "prompt_tokens": run.prompt_tokens,
         "completion_tokens": run.completion_tokens,
         "cost_usd": run.cost_usd,
+        "unpriced_calls": run.unpriced_calls,
         **drive.guard.counters(),
     }
 
@@ -415,7 +416,10 @@ def _record_response(run: Run, span: OpenSpan, response: ModelResponse) -> None:
     run.model_route = response.route
     run.prompt_tokens += usage.prompt_tokens
     run.completion_tokens += usage.completion_tokens
-    run.cost_usd += Decimal(str(response.cost_usd or 0))
+    if response.cost_usd is None:
+        run.unpriced_calls += 1
+    else:
+        run.cost_usd += Decimal(str(response.cost_usd))
     span.set(**ModelCall.answered(response).attributes())
 
 

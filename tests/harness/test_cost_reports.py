@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from harness.models import Run
 from harness.reports import CostFilter, cost_report
+from tests.fake_providers import openai_completion, openai_usage
 from tests.harness.test_admin_console import staff_client
 from traces.models import Span
 
@@ -47,11 +48,34 @@ def test_a_runs_cost_is_the_sum_of_its_priced_model_calls(acme, priced):
     assert run.cost_usd == span_costs == expected
 
 
-def test_runs_on_an_unpriced_route_count_tokens_at_no_cost(acme):
+def test_runs_on_an_unpriced_route_count_their_calls_without_a_price(acme, unpriced):
+    unpriced.queue(openai_completion("It waits for a part.", usage=openai_usage(300, 20)))
+
     run = ask(acme, "bob")
 
-    assert run.total_tokens > 0
+    assert run.total_tokens == 320
     assert run.cost_usd == 0
+    assert run.unpriced_calls == 1
+    body = acme.get("/api/v1/reports/costs?group_by=model").json()
+    assert body["rows"] == [
+        {
+            "model": "scripted:demo",
+            "runs": 1,
+            "prompt_tokens": 300,
+            "completion_tokens": 20,
+            "total_tokens": 320,
+            "cost_usd": 0.0,
+            "unpriced_calls": 1,
+        }
+    ]
+
+
+def test_the_demo_model_is_priced_at_the_demo_price(acme):
+    run = ask(acme, "bob")
+
+    expected = (Decimal(run.prompt_tokens) * 3 + Decimal(run.completion_tokens) * 15) / 10**6
+    assert run.cost_usd == expected > 0
+    assert run.unpriced_calls == 0
 
 
 def test_the_api_reports_the_tenants_costs_by_agent_user_and_day(acme, globex, priced):
