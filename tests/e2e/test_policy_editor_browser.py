@@ -110,7 +110,8 @@ def test_a_tenant_admin_edits_previews_and_saves_a_rule_and_finds_it_in_the_chan
         "+ rule        no-ticket-updates: kind=call, effect=refuse, tool=update_ticket"
     ]
     assert changed, "the runs' update_ticket calls would now be refused"
-    assert all("update_ticket" in row and "refused" in row for row in changed)
+    # The what-if rows show the coloured verdict badges ("Refused", with its check).
+    assert all("update_ticket" in row and "Refused" in row for row in changed)
     assert "admin:alice" in newest
     assert "rule no-ticket-updates" in newest
     saved = PolicyChange.objects.filter(tenant="acme").first()
