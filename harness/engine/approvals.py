@@ -17,7 +17,6 @@ from harness.dispatch import enqueue_run
 from harness.engine import state
 from harness.engine.conversation import load_run_messages
 from harness.engine.decisions import recheck_call_rules
-from harness.engine.span_records import PolicyCheck
 from harness.models import Run
 from policy import services as policy
 from policy.errors import ApprovalEditRefused, ApprovalEditRefusedByPolicy
@@ -35,6 +34,7 @@ from traces.services import (
     seal,
     unseal,
 )
+from traces.span_records import ApprovalDecision, PolicyCheck
 
 logger = logging.getLogger(__name__)
 
@@ -229,19 +229,19 @@ def on_approval_decided(sender: object, approval_id: int, **kwargs: object) -> N
 
 
 def _record_approval_span(run: Run, approval: policy.ToolApproval) -> None:
-    attributes = {
-        "call_id": approval.call_id,
-        "tool": approval.tool,
-        "decision": approval.status,
-        "decided_by": approval.decided_by,
-        "comment": approval.comment,
-        "rule": approval.rule,
-        "policy_version": approval.policy_version,
-        "arguments_sha256": approval.arguments_sha256,
-        "requested_at": approval.created_at.isoformat(),
-    }
-    if approval.round > 1:  # held again for an approver's edit
-        attributes["round"] = approval.round
+    attributes = ApprovalDecision(
+        call_id=approval.call_id,
+        tool=approval.tool,
+        decision=approval.status,
+        decided_by=approval.decided_by,
+        comment=approval.comment,
+        rule=approval.rule,
+        policy_version=approval.policy_version,
+        arguments_sha256=approval.arguments_sha256,
+        requested_at=approval.created_at.isoformat(),
+        # Held again for an approver's edit: which round (the first says none).
+        round=approval.round if approval.round > 1 else None,
+    ).attributes()
     for _attempt in range(3):
         # Two decisions on one run may race for the next span sequence number: retry.
         try:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from harness.console.reads import run_timeline
-from harness.engine.span_records import ModelCall
+from traces.span_records import ModelCall
 from harness.models import Run
 from tests.runs import demo_run
 from traces.models import Span
