@@ -58,6 +58,8 @@ os.register_at_fork(after_in_child=_new_process_tag)
 
 def unique_member() -> str:
     return f"{time.time_ns()}-{_process_tag}-{next(_hits)}"
+
+
 # A limiter call waits this long for Redis at most (connect, then answer), then fails open.
 REDIS_TIMEOUT_S = 1.0
 # After a failure, calls fail open without asking Redis for this long.

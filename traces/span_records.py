@@ -221,13 +221,16 @@ class HonestyCheck(_Record):
     """A ``policy_check`` span of the honesty guard (``check == "honesty"``): the final answer
     contradicted what the tools did, and was replaced."""
 
-    check: str = "honesty"
+    check: ClassVar[str] = "honesty"  # stored, as every policy check names its check
     original_answer: str | None = None
     replaced_answer: str | None = None
     failures: list[dict[str, Any]] = field(default_factory=list)
     contradictions: list[dict[str, Any]] = field(default_factory=list)
 
     _said_when_none = frozenset({"original_answer", "replaced_answer"})
+
+    def attributes(self) -> dict[str, Any]:
+        return {"check": self.check} | super().attributes()
 
 
 @dataclass(frozen=True)

@@ -181,19 +181,27 @@ def _record_refused_edit(
         call_id=approval.call_id,
         extra={"edit_refused": True, "edited_by": approver, "round": approval.round},
     )
-    attributes = check.attributes()
+    name = f"{check.check} {approval.tool}"
+    if not _write_span(run, SpanKind.POLICY_CHECK, name, check, SpanStatus.REFUSED):
+        logger.warning("could not record the refused edit of %s", approval)
+
+
+def _write_span(
+    run: Run, kind: str, name: str, record: PolicyCheck | ApprovalDecision, status: str
+) -> bool:
+    """A span of ``run`` written at once, outside any drive (a decision arrives while the run
+    waits); False if three tries lost the race for the next sequence number to another
+    decision of the run."""
     for _attempt in range(3):
-        # A decision of another call of the run may race for the next span sequence number.
         try:
             tracer = TraceRecorder(run.request_id, run.tenant.slug)
-            with tracer.span(
-                SpanKind.POLICY_CHECK, f"{check.check} {approval.tool}", **attributes
-            ) as span:
-                span.fail(SpanStatus.REFUSED)
-            return
+            span = tracer.start(kind, name, **record.attributes())
+            span.status = status
+            tracer.end(span)
+            return True
         except IntegrityError:
             continue
-    logger.warning("could not record the refused edit of %s", approval)
+    return False
 
 
 def waiting_detail(waiting: list[policy.ToolApproval]) -> str:
@@ -229,7 +237,7 @@ def on_approval_decided(sender: object, approval_id: int, **kwargs: object) -> N
 
 
 def _record_approval_span(run: Run, approval: policy.ToolApproval) -> None:
-    attributes = ApprovalDecision(
+    decision = ApprovalDecision(
         call_id=approval.call_id,
         tool=approval.tool,
         decision=approval.status,
@@ -241,17 +249,9 @@ def _record_approval_span(run: Run, approval: policy.ToolApproval) -> None:
         requested_at=approval.created_at.isoformat(),
         # Held again for an approver's edit: which round (the first says none).
         round=approval.round if approval.round > 1 else None,
-    ).attributes()
-    for _attempt in range(3):
-        # Two decisions on one run may race for the next span sequence number: retry.
-        try:
-            tracer = TraceRecorder(run.request_id, run.tenant.slug)
-            with tracer.span(
-                SpanKind.APPROVAL, f"{approval.status} {approval.tool}", **attributes
-            ) as span:
-                if approval.status != policy.ApprovalStatus.APPROVED:
-                    span.fail(SpanStatus.REFUSED)
-            return
-        except IntegrityError:
-            continue
-    logger.warning("could not record the approval span of %s", approval)
+    )
+    approved = approval.status == policy.ApprovalStatus.APPROVED
+    status = SpanStatus.OK if approved else SpanStatus.REFUSED
+    name = f"{approval.status} {approval.tool}"
+    if not _write_span(run, SpanKind.APPROVAL, name, decision, status):
+        logger.warning("could not record the approval span of %s", approval)

@@ -1,16 +1,111 @@
-"""One typed record per span kind: the engine writes a ``model_call`` span's attributes through
-``ModelCall`` and the console reads them back through it, so a key one side renames and the
-other does not fails here rather than showing a step with no tokens."""
+"""One typed record per span kind: the engine writes each span's attributes through its record
+(``traces.span_records``) and the console, replay, the OpenTelemetry export and the SIEM feed
+read them back through it. A key one side writes and the other does not know fails here,
+rather than showing a step with no tokens or a refusal as allowed."""
 
 from __future__ import annotations
 
 from decimal import Decimal
 
+import pytest
+
 from harness.console.reads import run_timeline
-from traces.span_records import ModelCall
 from harness.models import Run
-from tests.runs import demo_run
-from traces.models import Span
+from harness.runs import execute_run
+from tests.runs import TICKET, agent_with, call, demo_run, scripted_agent, start
+from traces.models import Span, SpanKind
+from traces.span_records import (
+    ActionResponse,
+    AgentSession,
+    ApprovalDecision,
+    HonestyCheck,
+    ModelCall,
+    PolicyCheck,
+    ToolCallSpan,
+    record_of,
+)
+
+FAIL = call("always_fails", ticket_id=TICKET)
+ESCALATION = {"ticket_id": TICKET, "action": "escalate", "escalate_reason": "charged twice"}
+
+
+@pytest.fixture
+def spans_of_every_kind(acme, agent_dir) -> list[Span]:
+    """The spans of two runs that write every kind the engine writes: a refused call (the tool
+    is not the agent's), a call that ran, one that failed, the honesty guard correcting the
+    answer that hid it; then a held call, approved, the run resumed and finished."""
+    agent = agent_with(
+        agent_dir,
+        [
+            call("update_ticket", ticket_id=TICKET, action="close"),
+            call("get_ticket", ticket_id=TICKET),
+            FAIL,
+            {"text": "I assigned the ticket to agent-li."},
+        ],
+    )
+    first = start(acme, agent).json()
+    assert first["status"] == "succeeded", first
+    assert first["outcome"] == "corrected", first
+    held = start(
+        acme, scripted_agent(agent_dir, [call("update_ticket", **ESCALATION), {"text": "Done."}])
+    ).json()
+    assert held["status"] == "awaiting_approval", held
+    [approval] = acme.get(held["links"]["approvals"]).json()
+    decided = acme.post(
+        f"/api/v1/runs/{held['id']}/approvals/call_1_1",
+        {"decision": "approve", "arguments_sha256": approval["arguments_sha256"]},
+        **{"X-Harness-User": "admin"},
+    )
+    assert decided.status_code == 200, decided.content
+    assert execute_run(held["id"]).status == "succeeded"
+    return list(Span.objects.filter(request_id__in=[first["request_id"], held["request_id"]]))
+
+
+def test_every_attribute_the_engine_writes_is_a_field_of_its_kinds_record(spans_of_every_kind):
+    kinds = {span.kind for span in spans_of_every_kind}
+    assert kinds == set(SpanKind.values) - {SpanKind.CALLBACK}  # callback: never written
+
+    for span in spans_of_every_kind:
+        record = record_of(span.kind, span.attributes)
+        # Read back whole and written again, nothing is lost, renamed or added.
+        assert record is not None
+        assert record.attributes() == span.attributes, (span.kind, span.name)
+
+
+def test_each_kind_is_read_as_its_own_record_with_what_the_run_did(spans_of_every_kind):
+    by_kind: dict[str, list] = {}
+    for span in spans_of_every_kind:
+        by_kind.setdefault(span.kind, []).append((span, record_of(span.kind, span.attributes)))
+
+    sessions = [record for _, record in by_kind["agent_session"]]
+    assert all(isinstance(s, AgentSession) and s.driver for s in sessions)
+    assert [s.resumed for s in sessions] == [False, False, True]
+    assert sessions[1].waiting_for == ["call_1_1"]
+    assert sessions[0].prompt_tokens
+    assert sessions[0].outcome == "corrected"
+    calls = [record for _, record in by_kind["model_call"]]
+    assert all(isinstance(c, ModelCall) and c.route for c in calls)
+    tools = {record.tool: record for _, record in by_kind["tool_call"]}
+    assert isinstance(tools["always_fails"], ToolCallSpan)
+    assert tools["always_fails"].error_code == "tool_failed"
+    assert tools["get_ticket"].error_code is None
+    assert tools["get_ticket"].attempts == 1
+    checks = [record for _, record in by_kind["policy_check"]]
+    [honesty] = [c for c in checks if isinstance(c, HonestyCheck)]
+    assert honesty.original_answer == "I assigned the ticket to agent-li."
+    refused = [c for c in checks if isinstance(c, PolicyCheck) and c.refused]
+    assert [(c.tool, c.check) for c in refused] == [("update_ticket", "tool_enabled")]
+    [(_, decision)] = by_kind["approval"]
+    assert isinstance(decision, ApprovalDecision)
+    assert (decision.decision, decision.decided_by, decision.tool) == (
+        "approved",
+        "admin",
+        "update_ticket",
+    )
+    answers = [record for _, record in by_kind["action_response"]]
+    assert all(isinstance(a, ActionResponse) for a in answers)
+    assert answers[1].answer == "Done."
+    assert answers[1].status == "succeeded"
 
 
 def test_every_attribute_of_a_model_call_span_is_a_field_of_its_record(acme, settings):
@@ -38,6 +133,10 @@ def test_the_console_reads_each_steps_tokens_and_cost_from_the_record(acme, sett
     assert timeline.prompt_tokens == run.prompt_tokens > 0
     assert timeline.completion_tokens == run.completion_tokens > 0
     assert timeline.cost_usd == run.cost_usd > Decimal(0)
+    assert [step.call.route for step in timeline.steps] == [run.model_route] * run.steps
+    assert timeline.sessions[0]["record"].run_id == str(run.id)
+    assert timeline.outcome is not None
+    assert timeline.outcome["record"].answer == run.answer
 
 
 def test_a_part_says_only_its_own_fields_and_the_answer_says_an_unknown_cost():
