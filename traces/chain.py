@@ -270,6 +270,7 @@ def link_hash(
     return hashlib.sha256(canonical_json(content).encode()).hexdigest()
 
 
+# Field for field as ``hash_of``, for the other kind of row (a keyword list, not shared logic).
 def hash_of_link(link: AuditRunLink) -> str:
     """The hash ``link`` should carry, recomputed from its stored content."""
     return link_hash(
