@@ -183,12 +183,13 @@ class AgentSession(_Record):
     resumed: bool | None = None
     driver: str | None = None  # which driver (worker, thread) drove it
     # How the drive ended.
+    # (In the order the engine has always written them: stored JSON keeps its key order.)
     status: str | None = None
     handed_off: bool | None = None  # given back to the queue (the sync deadline passed)
-    waiting_for: list[str] | None = None  # the held calls' ids, when paused for approval
     outcome: str | None = None
     outcome_counts: dict[str, int] | None = None
     steps: int | None = None
+    waiting_for: list[str] | None = None  # the held calls' ids, when paused for approval
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     stop_reason: str | None = None

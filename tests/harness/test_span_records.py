@@ -43,12 +43,12 @@ def spans_of_every_kind(acme, agent_dir) -> list[Span]:
             {"text": "I assigned the ticket to agent-li."},
         ],
     )
+    # Both agents written before the first run (the registry reads the folder once).
+    escalator = scripted_agent(agent_dir, [call("update_ticket", **ESCALATION), {"text": "Done."}])
     first = start(acme, agent).json()
     assert first["status"] == "succeeded", first
     assert first["outcome"] == "corrected", first
-    held = start(
-        acme, scripted_agent(agent_dir, [call("update_ticket", **ESCALATION), {"text": "Done."}])
-    ).json()
+    held = start(acme, escalator).json()
     assert held["status"] == "awaiting_approval", held
     [approval] = acme.get(held["links"]["approvals"]).json()
     decided = acme.post(
@@ -79,10 +79,10 @@ def test_each_kind_is_read_as_its_own_record_with_what_the_run_did(spans_of_ever
 
     sessions = [record for _, record in by_kind["agent_session"]]
     assert all(isinstance(s, AgentSession) and s.driver for s in sessions)
-    assert [s.resumed for s in sessions] == [False, False, True]
-    assert sessions[1].waiting_for == ["call_1_1"]
-    assert sessions[0].prompt_tokens
-    assert sessions[0].outcome == "corrected"
+    assert sorted(bool(s.resumed) for s in sessions) == [False, False, True]
+    assert [s.waiting_for for s in sessions if s.waiting_for] == [["call_1_1"]]
+    [corrected] = [s for s in sessions if s.outcome == "corrected"]
+    assert corrected.prompt_tokens
     calls = [record for _, record in by_kind["model_call"]]
     assert all(isinstance(c, ModelCall) and c.route for c in calls)
     tools = {record.tool: record for _, record in by_kind["tool_call"]}
@@ -104,8 +104,8 @@ def test_each_kind_is_read_as_its_own_record_with_what_the_run_did(spans_of_ever
     )
     answers = [record for _, record in by_kind["action_response"]]
     assert all(isinstance(a, ActionResponse) for a in answers)
-    assert answers[1].answer == "Done."
-    assert answers[1].status == "succeeded"
+    assert {(a.status, a.stop_reason) for a in answers} == {("succeeded", "final_answer")}
+    assert "Done." in [a.answer for a in answers]
 
 
 def test_every_attribute_of_a_model_call_span_is_a_field_of_its_record(acme, settings):

@@ -299,7 +299,7 @@ def test_the_stored_names_are_the_records_fields_and_do_not_change():
     assert {cls.__name__: [f.name for f in fields(cls)] for cls in RECORDS} == {
         "AgentSession": [
             "agent", "user_id", "tenant", "run_id", "resumed", "driver", "status",
-            "handed_off", "waiting_for", "outcome", "outcome_counts", "steps",
+            "handed_off", "outcome", "outcome_counts", "steps", "waiting_for",
             "prompt_tokens", "completion_tokens", "stop_reason", "last_resort", "error",
         ],
         "ModelCall": [
