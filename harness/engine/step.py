@@ -421,7 +421,8 @@ def _record_response(run: Run, span: OpenSpan, response: ModelResponse) -> None:
 
 
 def _answered(response: ModelResponse) -> ModelCall:
-    """The answer's part of a ``model_call`` span."""
+    """The answer's part of a ``model_call`` span, field for field from the response (a
+    keyword list: docs/architecture.md, "Repetition left on purpose")."""
     usage = response.usage
     return ModelCall(
         route=response.route,

@@ -49,19 +49,26 @@ def make_run(tenant, created_at: datetime = NOW, **fields) -> Run:
     return run
 
 
-def refused_check(run: Run, tool: str, check: str, rule: str, at: datetime = NOW) -> Span:
+def stored_span(run: Run, kind: str, name: str, status: str, attributes: dict, at=NOW) -> Span:
     return Span.objects.create(
         request_id=run.request_id,
         tenant=run.tenant.slug,
         span_id=uuid.uuid4().hex[:16],
         sequence=next(_ids),
-        kind=SpanKind.POLICY_CHECK,
-        name=f"policy.{check}",
-        status=SpanStatus.REFUSED,
+        kind=kind,
+        name=name,
+        status=status,
         started_at=at,
         ended_at=at,
         duration_ms=0.1,
-        attributes={"call_id": "c1", "tool": tool, "check": check, "refused": True, "rule": rule},
+        attributes=attributes,
+    )
+
+
+def refused_check(run: Run, tool: str, check: str, rule: str, at: datetime = NOW) -> Span:
+    attributes = {"call_id": "c1", "tool": tool, "check": check, "refused": True, "rule": rule}
+    return stored_span(
+        run, SpanKind.POLICY_CHECK, f"policy.{check}", SpanStatus.REFUSED, attributes, at
     )
 
 
@@ -175,19 +182,7 @@ def failed_call(run: Run, tool: str, error_code: str) -> Span:
     attributes = ToolCallSpan(
         call_id="c1", tool=tool, duration_ms=1.0, attempts=1, error_code=error_code
     ).attributes()
-    return Span.objects.create(
-        request_id=run.request_id,
-        tenant=run.tenant.slug,
-        span_id=uuid.uuid4().hex[:16],
-        sequence=next(_ids),
-        kind=SpanKind.TOOL_CALL,
-        name=tool,
-        status=SpanStatus.ERROR,
-        started_at=NOW,
-        ended_at=NOW,
-        duration_ms=1.0,
-        attributes=attributes,
-    )
+    return stored_span(run, SpanKind.TOOL_CALL, tool, SpanStatus.ERROR, attributes)
 
 
 def test_failed_tool_calls_are_ranked_by_tool_and_the_error_code_that_stands_for_a_rule(tenants):

@@ -13,17 +13,8 @@ from harness.console.reads import run_timeline
 from harness.models import Run
 from harness.runs import execute_run
 from tests.runs import TICKET, agent_with, call, demo_run, scripted_agent, start
+from traces import span_records as records
 from traces.models import Span, SpanKind
-from traces.span_records import (
-    ActionResponse,
-    AgentSession,
-    ApprovalDecision,
-    HonestyCheck,
-    ModelCall,
-    PolicyCheck,
-    ToolCallSpan,
-    record_of,
-)
 
 FAIL = call("always_fails", ticket_id=TICKET)
 ESCALATION = {"ticket_id": TICKET, "action": "escalate", "escalate_reason": "charged twice"}
@@ -66,7 +57,7 @@ def test_every_attribute_the_engine_writes_is_a_field_of_its_kinds_record(spans_
     assert kinds == set(SpanKind.values) - {SpanKind.CALLBACK}  # callback: never written
 
     for span in spans_of_every_kind:
-        record = record_of(span.kind, span.attributes)
+        record = records.record_of(span.kind, span.attributes)
         # Read back whole and written again, nothing is lost, renamed or added.
         assert record is not None
         assert record.attributes() == span.attributes, (span.kind, span.name)
@@ -75,35 +66,37 @@ def test_every_attribute_the_engine_writes_is_a_field_of_its_kinds_record(spans_
 def test_each_kind_is_read_as_its_own_record_with_what_the_run_did(spans_of_every_kind):
     by_kind: dict[str, list] = {}
     for span in spans_of_every_kind:
-        by_kind.setdefault(span.kind, []).append((span, record_of(span.kind, span.attributes)))
+        by_kind.setdefault(span.kind, []).append(
+            (span, records.record_of(span.kind, span.attributes))
+        )
 
     sessions = [record for _, record in by_kind["agent_session"]]
-    assert all(isinstance(s, AgentSession) and s.driver for s in sessions)
+    assert all(isinstance(s, records.AgentSession) and s.driver for s in sessions)
     assert sorted(bool(s.resumed) for s in sessions) == [False, False, True]
     assert [s.waiting_for for s in sessions if s.waiting_for] == [["call_1_1"]]
     [corrected] = [s for s in sessions if s.outcome == "corrected"]
     assert corrected.prompt_tokens
     calls = [record for _, record in by_kind["model_call"]]
-    assert all(isinstance(c, ModelCall) and c.route for c in calls)
+    assert all(isinstance(c, records.ModelCall) and c.route for c in calls)
     tools = {record.tool: record for _, record in by_kind["tool_call"]}
-    assert isinstance(tools["always_fails"], ToolCallSpan)
+    assert isinstance(tools["always_fails"], records.ToolCallSpan)
     assert tools["always_fails"].error_code == "tool_failed"
     assert tools["get_ticket"].error_code is None
     assert tools["get_ticket"].attempts == 1
     checks = [record for _, record in by_kind["policy_check"]]
-    [honesty] = [c for c in checks if isinstance(c, HonestyCheck)]
+    [honesty] = [c for c in checks if isinstance(c, records.HonestyCheck)]
     assert honesty.original_answer == "I assigned the ticket to agent-li."
-    refused = [c for c in checks if isinstance(c, PolicyCheck) and c.refused]
+    refused = [c for c in checks if isinstance(c, records.PolicyCheck) and c.refused]
     assert [(c.tool, c.check) for c in refused] == [("update_ticket", "tool_enabled")]
     [(_, decision)] = by_kind["approval"]
-    assert isinstance(decision, ApprovalDecision)
+    assert isinstance(decision, records.ApprovalDecision)
     assert (decision.decision, decision.decided_by, decision.tool) == (
         "approved",
         "admin",
         "update_ticket",
     )
     answers = [record for _, record in by_kind["action_response"]]
-    assert all(isinstance(a, ActionResponse) for a in answers)
+    assert all(isinstance(a, records.ActionResponse) for a in answers)
     assert {(a.status, a.stop_reason) for a in answers} == {("succeeded", "final_answer")}
     assert "Done." in [a.answer for a in answers]
 
@@ -116,7 +109,7 @@ def test_every_attribute_of_a_model_call_span_is_a_field_of_its_record(acme, set
 
     assert spans
     for span in spans:
-        record = ModelCall.from_attributes(span.attributes)
+        record = records.ModelCall.from_attributes(span.attributes)
         assert record.attributes() == span.attributes
         assert record.step is not None
         assert record.prompt_tokens
@@ -140,7 +133,10 @@ def test_the_console_reads_each_steps_tokens_and_cost_from_the_record(acme, sett
 
 
 def test_a_part_says_only_its_own_fields_and_the_answer_says_an_unknown_cost():
-    assert ModelCall(step=3).attributes() == {"step": 3}
-    assert ModelCall(plan=True, revision=False).attributes() == {"plan": True, "revision": False}
-    answered = ModelCall(route="scripted:demo", prompt_tokens=5).attributes()
+    assert records.ModelCall(step=3).attributes() == {"step": 3}
+    assert records.ModelCall(plan=True, revision=False).attributes() == {
+        "plan": True,
+        "revision": False,
+    }
+    answered = records.ModelCall(route="scripted:demo", prompt_tokens=5).attributes()
     assert answered == {"route": "scripted:demo", "prompt_tokens": 5, "cost_usd": None}

@@ -11,19 +11,17 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from traces.span_records import (
-    ActionResponse,
-    AgentSession,
-    ApprovalDecision,
-    HonestyCheck,
-    ModelCall,
-    PolicyCheck,
-    ToolCallSpan,
-    record_of,
-)
+from traces import span_records as records
 
-RECORDS = (AgentSession, ModelCall, ToolCallSpan, PolicyCheck, HonestyCheck, ApprovalDecision)
-RECORDS += (ActionResponse,)
+RECORDS = (
+    records.AgentSession,
+    records.ModelCall,
+    records.ToolCallSpan,
+    records.PolicyCheck,
+    records.HonestyCheck,
+    records.ApprovalDecision,
+    records.ActionResponse,
+)
 
 text = st.text(max_size=12)
 scalars = st.none() | st.booleans() | st.integers() | text
@@ -33,7 +31,7 @@ json_values = st.recursive(
     max_leaves=6,
 )
 # PolicyCheck keeps what it does not own in ``extra``; "approval" is an old name it renames.
-POLICY_CHECK_KEYS = {f.name for f in fields(PolicyCheck)} | {"approval"}
+POLICY_CHECK_KEYS = {f.name for f in fields(records.PolicyCheck)} | {"approval"}
 extra_keys = text.filter(lambda key: key not in POLICY_CHECK_KEYS)
 
 # A strategy per field annotation (the modules say ``from __future__ import annotations``).
@@ -71,11 +69,11 @@ def test_any_record_reads_back_as_it_was_written(record):
 
 
 KINDS = {
-    "agent_session": AgentSession,
-    "model_call": ModelCall,
-    "tool_call": ToolCallSpan,
-    "approval": ApprovalDecision,
-    "action_response": ActionResponse,
+    "agent_session": records.AgentSession,
+    "model_call": records.ModelCall,
+    "tool_call": records.ToolCallSpan,
+    "approval": records.ApprovalDecision,
+    "action_response": records.ActionResponse,
 }
 
 
@@ -84,17 +82,20 @@ KINDS = {
 )
 def test_a_stored_span_is_read_as_the_record_of_its_kind(kind_and_record):
     kind, record = kind_and_record
-    assert record_of(kind, stored(record.attributes())) == record
+    assert records.record_of(kind, stored(record.attributes())) == record
 
 
-@given(records_of(PolicyCheck).filter(lambda c: c.check != "honesty"), records_of(HonestyCheck))
+@given(
+    records_of(records.PolicyCheck).filter(lambda c: c.check != "honesty"),
+    records_of(records.HonestyCheck),
+)
 def test_a_policy_check_is_read_as_a_decision_or_as_the_honesty_guard(decision, honesty):
-    assert record_of("policy_check", stored(decision.attributes())) == decision
-    assert record_of("policy_check", stored(honesty.attributes())) == honesty
+    assert records.record_of("policy_check", stored(decision.attributes())) == decision
+    assert records.record_of("policy_check", stored(honesty.attributes())) == honesty
 
 
 def test_a_kind_no_record_describes_reads_as_none():
-    assert record_of("callback", {"url": "https://example.org"}) is None
+    assert records.record_of("callback", {"url": "https://example.org"}) is None
 
 
 # Attributes as the engine stored them before the records (copied from a run's spans): they
@@ -272,7 +273,7 @@ OLD_ROWS: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
 
 def test_attributes_stored_before_the_records_read_as_fields_and_write_back_unchanged():
     for kind, row, expected in OLD_ROWS:
-        record = record_of(kind, row)
+        record = records.record_of(kind, row)
         for name, value in expected.items():
             assert getattr(record, name) == value, (kind, name)
         assert record.attributes() == row, kind
@@ -286,7 +287,7 @@ def test_a_policy_check_of_an_approval_stored_as_approval_reads_as_its_decision(
         "approval": "denied",
     }
 
-    check = record_of("policy_check", old)
+    check = records.record_of("policy_check", old)
 
     assert check.decision == "denied"
     assert "approval" not in check.extra
@@ -295,7 +296,7 @@ def test_a_policy_check_of_an_approval_stored_as_approval_reads_as_its_decision(
 def test_the_stored_names_are_the_records_fields_and_do_not_change():
     # Renaming a field renames what is stored: old rows would no longer read. This list is the
     # stored contract (README "Traces"); a rename must add a reading of the old name instead.
-    assert HonestyCheck().attributes()["check"] == "honesty"
+    assert records.HonestyCheck().attributes()["check"] == "honesty"
     assert {cls.__name__: [f.name for f in fields(cls)] for cls in RECORDS} == {
         "AgentSession": [
             "agent", "user_id", "tenant", "run_id", "resumed", "driver", "status",
