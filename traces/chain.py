@@ -270,6 +270,7 @@ def link_hash(
     return hashlib.sha256(canonical_json(content).encode()).hexdigest()
 
 
+# Field for field as ``hash_of``, for the other kind of row (a keyword list, not shared logic).
 def hash_of_link(link: AuditRunLink) -> str:
     """The hash ``link`` should carry, recomputed from its stored content."""
     return link_hash(
@@ -288,6 +289,13 @@ def sign_link(role: str, tenant: str, sequence: int, link_hash: str, key: bytes 
     """HMAC of a chain head or checkpoint: ``role`` keeps one from passing for the other."""
     message = canonical_json([role, tenant, sequence, link_hash]).encode()
     return hmac.new(key or _checkpoint_key(), message, hashlib.sha256).hexdigest()
+
+
+def genesis(role: str, tenant: str) -> dict[str, Any]:
+    """The fields of a tenant's ``role`` row (its chain head, its retention checkpoint) before
+    any link: sequence 0 at the genesis hash, signed."""
+    signature = sign_link(role, tenant, 0, GENESIS_HASH)
+    return {"sequence": 0, "hash": GENESIS_HASH, "signature": signature}
 
 
 def link_signature_valid(signature: str, role: str, tenant: str, sequence: int, h: str) -> bool:
@@ -439,11 +447,7 @@ def _locked_head(tenant: str) -> AuditChainHead:
         # A tenant's first link: create the head (a concurrent creator may win), then lock.
         AuditChainHead.objects.get_or_create(
             tenant=tenant,
-            defaults={
-                "sequence": 0,
-                "hash": GENESIS_HASH,
-                "signature": sign_link("head", tenant, 0, GENESIS_HASH),
-            },
+            defaults=genesis("head", tenant),
         )
         head = AuditChainHead.objects.select_for_update().get(tenant=tenant)
     return head

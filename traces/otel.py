@@ -37,6 +37,15 @@ from opentelemetry.sdk.trace.export import (
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
+from traces.span_records import (
+    AgentSession,
+    ModelCall,
+    PolicyCheck,
+    SpanRecord,
+    ToolCallSpan,
+    record_of,
+)
+
 _pinned_ids: contextvars.ContextVar[tuple[int, int] | None] = contextvars.ContextVar(
     "harness_pinned_otel_ids", default=None
 )
@@ -192,7 +201,7 @@ def _export(telemetry: Telemetry, stored: StoredSpan) -> None:
     finally:
         _pinned_ids.reset(token)
     if stored.status != "ok":
-        description = str(stored.attributes.get("error") or stored.status)
+        description = str(_error(record_of(stored.kind, stored.attributes)) or stored.status)
         span.set_status(Status(StatusCode.ERROR, description[:500]))
     span.end(end_time=_nanos(stored.ended_at))
 
@@ -200,6 +209,7 @@ def _export(telemetry: Telemetry, stored: StoredSpan) -> None:
 def genai_attributes(stored: StoredSpan) -> tuple[str, SpanKind, dict[str, Any]]:
     """The span's OTel name, kind and attributes under the GenAI semantic conventions."""
     attrs = stored.attributes
+    record = record_of(stored.kind, attrs)
     out: dict[str, Any] = {
         "harness.request_id": stored.request_id,
         "harness.tenant": stored.tenant,
@@ -211,57 +221,65 @@ def genai_attributes(stored: StoredSpan) -> tuple[str, SpanKind, dict[str, Any]]
         converted = _attribute_value(value)
         if converted is not None:
             out[f"harness.{key}"] = converted
-    if attrs.get("error_code"):
-        out["error.type"] = str(attrs["error_code"])
+    error_code = record.error_code if isinstance(record, ModelCall | ToolCallSpan) else None
+    if error_code:
+        out["error.type"] = str(error_code)
     elif stored.status != "ok":
         out["error.type"] = stored.status
     audit = dict(stored.audit)
     capture = settings.HARNESS_OTEL_CAPTURE_CONTENT
     name, kind = f"{stored.kind} {stored.name}", SpanKind.INTERNAL
-    if stored.kind == "agent_session":
+    if isinstance(record, AgentSession):
         name = f"invoke_agent {stored.name}"
         out |= {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": stored.name}
-        _set(out, "gen_ai.usage.input_tokens", attrs.get("prompt_tokens"))
-        _set(out, "gen_ai.usage.output_tokens", attrs.get("completion_tokens"))
+        _set(out, "gen_ai.usage.input_tokens", record.prompt_tokens)
+        _set(out, "gen_ai.usage.output_tokens", record.completion_tokens)
         # The run's outcome beside its status, and its counts as numbers a backend can sum
         # (``harness.outcome_counts`` is the same as one JSON string).
-        counts = attrs.get("outcome_counts")
+        counts = record.outcome_counts
         for kind, count in counts.items() if isinstance(counts, dict) else ():
             if isinstance(count, int):
                 out[f"harness.outcome_count.{kind}"] = count
-    elif stored.kind == "model_call":
-        route = str(attrs.get("route") or "")
+    elif isinstance(record, ModelCall):
+        route = str(record.route or "")
         provider, _, model = route.partition(":")
         name, kind = f"chat {model or stored.name}", SpanKind.CLIENT
         out["gen_ai.operation.name"] = "chat"
         _set(out, "gen_ai.provider.name", provider or None)
         _set(out, "gen_ai.request.model", model or None)
-        _set(out, "gen_ai.response.model", attrs.get("model"))
-        _set(out, "gen_ai.usage.input_tokens", attrs.get("prompt_tokens"))
-        _set(out, "gen_ai.usage.output_tokens", attrs.get("completion_tokens"))
-        if attrs.get("finish_reason"):
-            out["gen_ai.response.finish_reasons"] = [str(attrs["finish_reason"])]
+        _set(out, "gen_ai.response.model", record.model)
+        _set(out, "gen_ai.usage.input_tokens", record.prompt_tokens)
+        _set(out, "gen_ai.usage.output_tokens", record.completion_tokens)
+        if record.finish_reason:
+            out["gen_ai.response.finish_reasons"] = [str(record.finish_reason)]
         request, response = audit.get("model_request"), audit.get("model_response")
         if capture and request:
             out["gen_ai.input.messages"] = _json(request.get("messages", []))
             out["gen_ai.tool.definitions"] = _json(request.get("tools", []))
         if capture and response:
             out["gen_ai.output.messages"] = _json([response])
-    elif stored.kind == "tool_call":
-        name = f"execute_tool {attrs.get('tool') or stored.name}"
+    elif isinstance(record, ToolCallSpan):
+        name = f"execute_tool {record.tool or stored.name}"
         out |= {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.type": "function"}
-        _set(out, "gen_ai.tool.name", attrs.get("tool") or stored.name)
-        _set(out, "gen_ai.tool.call.id", attrs.get("call_id"))
+        _set(out, "gen_ai.tool.name", record.tool or stored.name)
+        _set(out, "gen_ai.tool.call.id", record.call_id)
         io = audit.get("tool_io")
         if capture and io:
             out["gen_ai.tool.call.arguments"] = _json(io.get("arguments"))
             out["gen_ai.tool.call.result"] = _json(
                 io.get("result") if io.get("error") is None else {"error": io.get("error")}
             )
-    elif stored.kind == "policy_check":
-        _set(out, "gen_ai.tool.name", attrs.get("tool"))
-        _set(out, "gen_ai.tool.call.id", attrs.get("call_id"))
+    elif isinstance(record, PolicyCheck):
+        _set(out, "gen_ai.tool.name", record.tool)
+        _set(out, "gen_ai.tool.call.id", record.call_id)
     return name, kind, out
+
+
+def _error(record: SpanRecord | None) -> Any:
+    """What a failed span says went wrong (text, or a refusal's structured error)."""
+    if isinstance(record, ModelCall | AgentSession | PolicyCheck):
+        return record.error
+    return None
 
 
 def _set(out: dict[str, Any], key: str, value: Any) -> None:

@@ -26,9 +26,9 @@ from django.dispatch import Signal
 from django.utils import timezone
 
 from traces.chain import (
-    GENESIS_HASH,
     ChainBreak,
     anchor_run,
+    genesis,
     links_by_run,
     run_heads,
     run_link_fault,
@@ -249,11 +249,7 @@ def allow_retention_deletes() -> None:
 def _locked_checkpoint(tenant: str) -> AuditCheckpoint:
     AuditCheckpoint.objects.get_or_create(
         tenant=tenant,
-        defaults={
-            "sequence": 0,
-            "hash": GENESIS_HASH,
-            "signature": sign_link("checkpoint", tenant, 0, GENESIS_HASH),
-        },
+        defaults=genesis("checkpoint", tenant),
     )
     return AuditCheckpoint.objects.select_for_update().get(tenant=tenant)
 

@@ -27,6 +27,9 @@ FINISH_REASONS = {
 }
 
 
+# The adapters' one entry point: the same signature as the Anthropic adapter's, which the
+# import contract keeps independent of this one (duplicates pairs them; see
+# docs/architecture.md, "Repetition left on purpose").
 def complete(
     route: Route,
     messages: list[Message],

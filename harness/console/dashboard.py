@@ -22,11 +22,11 @@ from django.urls import reverse
 from django.utils import timezone
 
 from harness.console.reads import User, granted_tenant_slugs
-from harness.engine.span_records import PolicyCheck
 from harness.models import DeliveryStatus, Run, RunOutcome, RunStatus, Tenant, WebhookDelivery
 from harness.siem.delivery import siem_status
 from policy import services as policy
 from traces.queries import list_problem_spans
+from traces.span_records import PolicyCheck, ToolCallSpan, record_of
 
 # Enough spans to rank the refusing rules and failing tools of a busy day; the table shows
 # the first few.
@@ -201,14 +201,12 @@ def _problems(board: Dashboard, slugs: frozenset[str] | None, since: datetime) -
     refused: Counter[tuple[str, str, str]] = Counter()
     failed: Counter[tuple[str, str, str]] = Counter()
     for span in list_problem_spans(slugs, since, PROBLEM_SPANS):
-        if span["kind"] == "policy_check":
-            check = PolicyCheck.from_attributes(span["attributes"])
-            if check.refused:
-                refused[(check.tool or span["name"], check.check, check.rule_name)] += 1
-        else:
-            error = span["attributes"].get("error") or {}
-            code = error.get("code", "") if isinstance(error, dict) else ""
-            failed[(span["name"], "tool", code)] += 1
+        record = record_of(span["kind"], span["attributes"])
+        if isinstance(record, PolicyCheck):
+            if record.refused:
+                refused[(record.tool or span["name"], record.check, record.rule_name)] += 1
+        elif isinstance(record, ToolCallSpan):
+            failed[(span["name"], "tool", record.error_code or "")] += 1
     keys = sorted(set(refused) | set(failed), key=lambda k: -(refused[k] + failed[k]))
     for tool, check, rule in keys[:12]:
         kind = RunOutcome.REFUSED if refused[(tool, check, rule)] else RunOutcome.TOOL_FAILED

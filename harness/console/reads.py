@@ -16,10 +16,19 @@ from django.utils import timezone
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-from harness.engine.span_records import ModelCall, PolicyCheck
 from harness.models import Run, RunOutcome, RunStatus, StaffTenantGrant, Tenant
 from policy import services as policy
 from traces.queries import find_runs_by_identifier, get_trace
+from traces.span_records import (
+    ActionResponse,
+    AgentSession,
+    ApprovalDecision,
+    HonestyCheck,
+    ModelCall,
+    PolicyCheck,
+    ToolCallSpan,
+    record_of,
+)
 
 User = AbstractBaseUser | AnonymousUser
 
@@ -64,6 +73,7 @@ class Step:
 
     number: int
     model: dict[str, Any] | None = None
+    call: ModelCall = field(default_factory=ModelCall)  # what its span says
     # Plan, then act: a planning call is shown as the plan it wrote (``None``: a usual step).
     plan: list[str] | None = None
     revised: bool = False
@@ -105,16 +115,16 @@ def run_timeline(run: Run, trace: dict[str, Any] | None = None) -> Timeline:
     trace = trace if trace is not None else get_trace(run.request_id)
     for span in trace["spans"]:
         audit = {record["kind"]: record["payload"] for record in span["audit"]}
-        attributes = span["attributes"]
-        if span["kind"] == "agent_session":
-            timeline.sessions.append(span)
+        record = record_of(span["kind"], span["attributes"])
+        if isinstance(record, AgentSession):
+            timeline.sessions.append(span | {"record": record})
             continue
-        if span["kind"] == "action_response":
-            timeline.outcome = span
+        if isinstance(record, ActionResponse):
+            timeline.outcome = span | {"record": record}
             continue
-        if span["kind"] == "model_call":
-            call = ModelCall.from_attributes(attributes)
-            step = Step(number=call.step or len(timeline.steps) + 1, model=span)
+        if isinstance(record, ModelCall):
+            call = record
+            step = Step(number=call.step or len(timeline.steps) + 1, model=span, call=call)
             if call.plan:
                 step.plan = list(call.plan_steps or [])
                 step.revised = bool(call.revision)
@@ -259,27 +269,55 @@ def _answer_view(response: dict[str, Any] | None) -> dict[str, Any] | None:
 def _event_view(span: dict[str, Any], tool_io: dict[str, Any] | None) -> dict[str, Any]:
     """A policy decision, an approval or a tool call, with what matters about it on top."""
     attributes = span["attributes"]
-    check = PolicyCheck.from_attributes(attributes)
+    record = record_of(span["kind"], attributes)
     view: dict[str, Any] = {
         "kind": span["kind"],
         "name": span["name"],
         "status": span["status"],
         "duration_ms": span["duration_ms"],
-        "call_id": check.call_id,
-        "tool": check.tool,
-        "check": check.check,
-        "allowed": check.allowed,
-        "reason": check.reason,
-        "rule": check.rule_name,
-        "policy_version": check.policy_version,
-        "decision": check.decision,
-        "decided_by": check.decided_by,
-        "held": check.held,
+        "call_id": "",
+        "tool": "",
+        "check": "",
+        "allowed": None,
+        "reason": "",
+        "rule": "",
+        "policy_version": None,
+        "decision": "",
+        "decided_by": "",
+        "held": False,
         "span_id": span.get("span_id") or "",
-        "error": str((check.error or {}).get("message", "")),
+        "error": "",
         "attributes": _pretty(attributes),
         "io": None,
     }
+    if isinstance(record, PolicyCheck):
+        error = record.error if isinstance(record.error, dict) else {}
+        view |= {
+            "call_id": record.call_id,
+            "tool": record.tool,
+            "check": record.check,
+            "allowed": record.allowed,
+            "reason": record.reason,
+            "rule": record.rule_name,
+            "policy_version": record.policy_version,
+            "decision": record.decision,
+            "decided_by": record.decided_by,
+            "held": record.held,
+            "error": str(error.get("message", "")),
+        }
+    elif isinstance(record, ApprovalDecision):
+        view |= {
+            "call_id": record.call_id,
+            "tool": record.tool,
+            "rule": record.rule,
+            "policy_version": record.policy_version,
+            "decision": record.decision,
+            "decided_by": record.decided_by,
+        }
+    elif isinstance(record, ToolCallSpan):
+        view |= {"call_id": record.call_id or "", "tool": record.tool or ""}
+    elif isinstance(record, HonestyCheck):
+        view["check"] = record.check
     if tool_io is not None:
         view["io"] = {
             "arguments": _pretty(tool_io.get("arguments")),

@@ -17,7 +17,6 @@ from harness.dispatch import enqueue_run
 from harness.engine import state
 from harness.engine.conversation import load_run_messages
 from harness.engine.decisions import recheck_call_rules
-from harness.engine.span_records import PolicyCheck
 from harness.models import Run
 from policy import services as policy
 from policy.errors import ApprovalEditRefused, ApprovalEditRefusedByPolicy
@@ -35,6 +34,7 @@ from traces.services import (
     seal,
     unseal,
 )
+from traces.span_records import ApprovalDecision, PolicyCheck
 
 logger = logging.getLogger(__name__)
 
@@ -181,19 +181,27 @@ def _record_refused_edit(
         call_id=approval.call_id,
         extra={"edit_refused": True, "edited_by": approver, "round": approval.round},
     )
-    attributes = check.attributes()
+    name = f"{check.check} {approval.tool}"
+    if not _write_span(run, SpanKind.POLICY_CHECK, name, check, SpanStatus.REFUSED):
+        logger.warning("could not record the refused edit of %s", approval)
+
+
+def _write_span(
+    run: Run, kind: str, name: str, record: PolicyCheck | ApprovalDecision, status: str
+) -> bool:
+    """A span of ``run`` written at once, outside any drive (a decision arrives while the run
+    waits); False if three tries lost the race for the next sequence number to another
+    decision of the run."""
     for _attempt in range(3):
-        # A decision of another call of the run may race for the next span sequence number.
         try:
             tracer = TraceRecorder(run.request_id, run.tenant.slug)
-            with tracer.span(
-                SpanKind.POLICY_CHECK, f"{check.check} {approval.tool}", **attributes
-            ) as span:
-                span.fail(SpanStatus.REFUSED)
-            return
+            span = tracer.start(kind, name, **record.attributes())
+            span.status = status
+            tracer.end(span)
+            return True
         except IntegrityError:
             continue
-    logger.warning("could not record the refused edit of %s", approval)
+    return False
 
 
 def waiting_detail(waiting: list[policy.ToolApproval]) -> str:
@@ -229,29 +237,21 @@ def on_approval_decided(sender: object, approval_id: int, **kwargs: object) -> N
 
 
 def _record_approval_span(run: Run, approval: policy.ToolApproval) -> None:
-    attributes = {
-        "call_id": approval.call_id,
-        "tool": approval.tool,
-        "decision": approval.status,
-        "decided_by": approval.decided_by,
-        "comment": approval.comment,
-        "rule": approval.rule,
-        "policy_version": approval.policy_version,
-        "arguments_sha256": approval.arguments_sha256,
-        "requested_at": approval.created_at.isoformat(),
-    }
-    if approval.round > 1:  # held again for an approver's edit
-        attributes["round"] = approval.round
-    for _attempt in range(3):
-        # Two decisions on one run may race for the next span sequence number: retry.
-        try:
-            tracer = TraceRecorder(run.request_id, run.tenant.slug)
-            with tracer.span(
-                SpanKind.APPROVAL, f"{approval.status} {approval.tool}", **attributes
-            ) as span:
-                if approval.status != policy.ApprovalStatus.APPROVED:
-                    span.fail(SpanStatus.REFUSED)
-            return
-        except IntegrityError:
-            continue
-    logger.warning("could not record the approval span of %s", approval)
+    decision = ApprovalDecision(
+        call_id=approval.call_id,
+        tool=approval.tool,
+        decision=approval.status,
+        decided_by=approval.decided_by,
+        comment=approval.comment,
+        rule=approval.rule,
+        policy_version=approval.policy_version,
+        arguments_sha256=approval.arguments_sha256,
+        requested_at=approval.created_at.isoformat(),
+        # Held again for an approver's edit: which round (the first says none).
+        round=approval.round if approval.round > 1 else None,
+    )
+    approved = approval.status == policy.ApprovalStatus.APPROVED
+    status = SpanStatus.OK if approved else SpanStatus.REFUSED
+    name = f"{approval.status} {approval.tool}"
+    if not _write_span(run, SpanKind.APPROVAL, name, decision, status):
+        logger.warning("could not record the approval span of %s", approval)

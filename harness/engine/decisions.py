@@ -31,11 +31,11 @@ from typing import Any, Protocol
 
 from gateway.messages import Message, ToolCall
 from harness.agent_registry import AgentSpec
-from harness.engine.span_records import PolicyCheck
 from policy import services as policy
 from tools.errors import ToolCallError, ToolErrorCode
 from tools.services import ToolDefinition, ToolRegistry, find_violations, summarize_violations
 from traces.services import unseal
+from traces.span_records import PolicyCheck
 
 
 class Outcome(StrEnum):

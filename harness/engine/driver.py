@@ -64,6 +64,7 @@ from traces.services import (
     seal,
     unseal,
 )
+from traces.span_records import ActionResponse, AgentSession, ToolCallSpan
 from traces.untrusted import clean_text
 
 logger = logging.getLogger(__name__)
@@ -97,7 +98,7 @@ def drive_run(run_id: str, driver: Driver, lease: state.Lease) -> Run:
             # A bug of ours must not leave the run "running" forever: it fails, with the error
             # in the trace and the log, and nothing internal in the answer.
             logger.exception("run %s failed with an unexpected error", run_id)
-            drive.session_span.set(error=_error_text(exc))
+            drive.session_span.set(**AgentSession(error=_error_text(exc)).attributes())
             outcome = StepOutcome(
                 RunStatus.FAILED,
                 detail=f"The run failed with an internal error (request id "
@@ -173,12 +174,14 @@ def _open(run_id: str, driver: Driver, lease: state.Lease, lost: threading.Event
         session_span=tracer.start(
             SpanKind.AGENT_SESSION,
             run.agent,
-            agent=run.agent,
-            user_id=run.user_id,
-            tenant=run.tenant.slug,
-            run_id=str(run.id),
-            resumed=resumed,
-            driver=driver.owner,
+            **AgentSession(
+                agent=run.agent,
+                user_id=run.user_id,
+                tenant=run.tenant.slug,
+                run_id=str(run.id),
+                resumed=resumed,
+                driver=driver.owner,
+            ).attributes(),
         ),
         messages=[*history, *own],
         history_length=len(history),
@@ -298,7 +301,7 @@ def _end_segment(drive: Drive, ended: bool) -> None:
 
 def _hand_off(drive: Drive) -> Run:
     """Give the run back to the queue for a worker (the sync deadline passed)."""
-    drive.session_span.set(handed_off=True)
+    drive.session_span.set(**AgentSession(handed_off=True).attributes())
     drive.tracer.end(drive.session_span)
     _end_segment(drive, ended=False)
     run_id = drive.run.id
@@ -320,9 +323,10 @@ def _pause(drive: Drive, held: list[ToolCall]) -> Run:
         writes.event(EventType.APPROVAL_NEEDED, {"call_id": call.id, "tool": call.name})
     # From memory: the approvals just held are written with this very transaction.
     detail = approvals.waiting_detail(scope.policy.waiting())
-    drive.session_span.set(
+    paused = AgentSession(
         status=RunStatus.AWAITING_APPROVAL, steps=run.steps, waiting_for=[c.id for c in held]
     )
+    drive.session_span.set(**paused.attributes())
     tracer.end(drive.session_span)
     _end_segment(drive, ended=False)
     run.status = RunStatus.AWAITING_APPROVAL
@@ -352,16 +356,20 @@ def _finish(drive: Drive, outcome: StepOutcome) -> Run:
     status = outcome.status or RunStatus.FAILED
     own = drive.messages[run_start(drive.messages, drive.history_length) :]
     answer = outcome.answer or _stopped_answer(outcome.detail, own)
-    with tracer.span(SpanKind.ACTION_RESPONSE, status, drive.session_span, status=status) as span:
-        span.set(answer=answer, detail=outcome.detail, stop_reason=outcome.reason)
-    outcome_now = outcome_fields(drive)
-    drive.session_span.set(
+    response = ActionResponse(status, answer, outcome.detail, outcome.reason)
+    tracer.end(
+        tracer.start(SpanKind.ACTION_RESPONSE, status, drive.session_span, **response.attributes())
+    )
+    outcome_now = outcome_fields(drive)  # sets the run's outcome and counts
+    ended = AgentSession(
         status=status,
-        **outcome_now,
+        outcome=run.outcome,
+        outcome_counts=run.outcome_counts,
         steps=run.steps,
         prompt_tokens=run.prompt_tokens,
         completion_tokens=run.completion_tokens,
     )
+    drive.session_span.set(**ended.attributes())
     if status != RunStatus.SUCCEEDED:
         drive.session_span.fail(SpanStatus.ERROR)
     tracer.end(drive.session_span)
@@ -430,9 +438,8 @@ def _last_resort(drive: Drive, outcome: StepOutcome) -> Run:
         for message in own[writes.next_message :]:
             if message.role == "tool":
                 _unkept_call(drive, message)
-        drive.session_span.set(
-            status=RunStatus.FAILED, stop_reason=outcome.reason, last_resort=True
-        )
+        last = AgentSession(status=RunStatus.FAILED, stop_reason=outcome.reason, last_resort=True)
+        drive.session_span.set(**last.attributes())
         drive.session_span.fail(SpanStatus.ERROR)
         tracer.end(drive.session_span)
         _end_segment(drive, ended=True)
@@ -476,14 +483,8 @@ def _unkept_call(drive: Drive, message: Message) -> None:
     scope, tracer = drive.scope, drive.tracer
     parent = scope.parent if scope is not None else drive.session_span
     status = "error" if message.is_error else "ok"
-    span = tracer.start(
-        SpanKind.TOOL_CALL,
-        message.name or "tool",
-        parent,
-        call_id=message.tool_call_id,
-        tool=message.name,
-        last_resort=True,
-    )
+    unkept = ToolCallSpan(call_id=message.tool_call_id, tool=message.name, last_resort=True)
+    span = tracer.start(SpanKind.TOOL_CALL, message.name or "tool", parent, **unkept.attributes())
     if message.is_error:
         span.fail(SpanStatus.ERROR)
     tracer.audit(

@@ -29,7 +29,6 @@ from harness.engine.conversation import in_call_order, run_start
 from harness.engine.drive import Drive, StepOutcome, StopReason
 from harness.engine.honesty import check_answer
 from harness.engine.outcome import Outcome
-from harness.engine.span_records import ModelCall
 from harness.engine.tool_calls import (
     decide_tool_calls,
     declared_argument_pointers,
@@ -39,6 +38,7 @@ from harness.events import EventType
 from harness.models import Run, RunStatus, Session
 from policy import services as policy
 from traces.services import AuditKind, OpenSpan, SpanKind, SpanStatus, seal, under
+from traces.span_records import HonestyCheck, ModelCall
 
 REPEATED_CALL_LIMIT = 3
 
@@ -119,7 +119,8 @@ def model_step(drive: Drive) -> StepOutcome:
         deltas.flush()
     except GatewayError as exc:
         drive.guard.after_model_call(None)
-        span.fail(error_code=str(exc.code), error=exc.message, attempts=exc.attempts)
+        failed = ModelCall(error_code=str(exc.code), error=exc.message, attempts=exc.attempts)
+        span.fail(**failed.attributes())
         tracer.end(span)
         return StepOutcome(
             RunStatus.FAILED,
@@ -127,7 +128,7 @@ def model_step(drive: Drive) -> StepOutcome:
             reason=StopReason.MODEL_ERROR,
         )
     except BaseException as exc:
-        span.fail(error=f"{type(exc).__name__}: {exc}")
+        span.fail(**ModelCall(error=f"{type(exc).__name__}: {exc}").attributes())
         tracer.end(span)
         raise
     _record_response(run, span, response)
@@ -283,7 +284,7 @@ def plan(drive: Drive, failure: str = "") -> None:
         response, steps, truncated = planning.request_plan(agent, messages, _turn(drive))
     except GatewayError as exc:
         drive.guard.after_model_call(None)
-        span.fail(error_code=str(exc.code), error=exc.message)
+        span.fail(**ModelCall(error_code=str(exc.code), error=exc.message).attributes())
         tracer.end(span)
         return
     _record_response(run, span, response)
@@ -420,7 +421,24 @@ def _record_response(run: Run, span: OpenSpan, response: ModelResponse) -> None:
         run.unpriced_calls += 1
     else:
         run.cost_usd += Decimal(str(response.cost_usd))
-    span.set(**ModelCall.answered(response).attributes())
+    span.set(**_answered(response).attributes())
+
+
+def _answered(response: ModelResponse) -> ModelCall:
+    """The answer's part of a ``model_call`` span, field for field from the response (a
+    keyword list: docs/architecture.md, "Repetition left on purpose")."""
+    usage = response.usage
+    return ModelCall(
+        route=response.route,
+        model=response.model,
+        finish_reason=response.finish_reason,
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+        tool_calls=[c.name for c in response.tool_calls],
+        attempts=response.attempts,
+        cost_usd=response.cost_usd,
+        normalised=response.normalised or None,
+    )
 
 
 def honesty_guard(drive: Drive, outcome: StepOutcome) -> StepOutcome:
@@ -430,16 +448,16 @@ def honesty_guard(drive: Drive, outcome: StepOutcome) -> StepOutcome:
     verdict = check_answer(outcome.answer, own)
     if not verdict.corrected:
         return outcome
-    with drive.tracer.span(
-        SpanKind.POLICY_CHECK, "honesty guard", drive.session_span, check="honesty"
-    ) as span:
-        span.fail(
-            SpanStatus.REFUSED,
-            original_answer=outcome.answer,
-            replaced_answer=verdict.answer,
-            failures=[f.__dict__ for f in verdict.findings if f.kind != "claimed_inaction"],
-            contradictions=[f.__dict__ for f in verdict.findings if f.sentence],
-        )
+    check = HonestyCheck(
+        original_answer=outcome.answer,
+        replaced_answer=verdict.answer,
+        failures=[f.__dict__ for f in verdict.findings if f.kind != "claimed_inaction"],
+        contradictions=[f.__dict__ for f in verdict.findings if f.sentence],
+    )
+    tracer = drive.tracer
+    span = tracer.start(SpanKind.POLICY_CHECK, "honesty guard", drive.session_span)
+    span.fail(SpanStatus.REFUSED, **check.attributes())
+    tracer.end(span)
     drive.tally.add(Outcome.CORRECTED)
     outcome.answer = verdict.answer
     return outcome

@@ -31,7 +31,6 @@ from harness.engine.decisions import (
     tool_message,
 )
 from harness.engine.guard import RunGuard
-from harness.engine.span_records import PolicyCheck
 from policy import services as policy
 from tools.services import (
     PlannedCall,
@@ -52,6 +51,7 @@ from traces.services import (
     seal,
     under,
 )
+from traces.span_records import PolicyCheck, ToolCallSpan
 
 
 @dataclass
@@ -218,8 +218,9 @@ def execute_decided(decided: Decided, scope: CallScope) -> None:
 
     def on_start(index: int) -> None:
         call = batch[index][0]
+        opened = ToolCallSpan(call_id=call.id, tool=call.name)
         spans[index] = scope.tracer.start(
-            SpanKind.TOOL_CALL, call.name, scope.parent, call_id=call.id, tool=call.name
+            SpanKind.TOOL_CALL, call.name, scope.parent, **opened.attributes()
         )
 
     def on_finish(index: int, outcome: ToolOutcome) -> None:
@@ -353,18 +354,20 @@ def _record_outcome(
     shown, digested = (
         result_for_model(planned.tool, outcome.result) if outcome.ok else (None, False)
     )
-    span.set(
+    ended = ToolCallSpan(
         duration_ms=outcome.duration_ms,
         idempotency_key=key,
         attempts=outcome.attempts,
         replayed=outcome.replayed,
         result_digest=digested,
+        error_code=str(outcome.error.code) if outcome.error else None,
+        # What the executor replaced in the tool's answer is said where the answer is kept.
+        normalised=outcome.normalised or None,
     )
+    span.set(**ended.attributes())
     if outcome.error:
-        span.fail(error_code=str(outcome.error.code))
-    # What the executor replaced in the tool's answer is said where the answer is kept.
+        span.fail(SpanStatus.ERROR)
     normalised = {"normalised": outcome.normalised} if outcome.normalised else {}
-    span.set(**normalised)
     # The audit keeps the whole result, even when the model is shown a digest.
     scope.tracer.audit(
         span,

@@ -41,7 +41,6 @@ from harness.engine.decisions import (
     tool_message,
 )
 from harness.engine.honesty import check_answer
-from harness.engine.span_records import PolicyCheck
 from harness.errors import HarnessError, ReplayUnavailable
 from harness.models import Run, RunStatus
 from policy import services as policy
@@ -49,6 +48,7 @@ from tools.errors import ToolCallError, ToolErrorCode, ToolFilesInvalid
 from tools.services import ToolDefinition, ToolRegistry, get_tool_registry
 from traces.queries import get_trace
 from traces.services import unseal
+from traces.span_records import PolicyCheck, record_of
 
 ALLOWED, REFUSED, NEEDS_APPROVAL, NOT_EXECUTED = (
     "allowed",
@@ -414,9 +414,9 @@ def _recorded_verdict(call: ToolCall, result: Message | None, spans: list[dict])
 def _policy_spans(request_id: str) -> dict[str, list[dict]]:
     spans: dict[str, list[dict]] = {}
     for span in get_trace(request_id)["spans"]:
-        call_id = PolicyCheck.from_attributes(span["attributes"]).call_id
-        if span["kind"] == "policy_check" and call_id:
-            spans.setdefault(call_id, []).append(span)
+        record = record_of(span["kind"], span["attributes"])
+        if isinstance(record, PolicyCheck) and record.call_id:
+            spans.setdefault(record.call_id, []).append(span)
     return spans
 
 
@@ -461,8 +461,8 @@ def _from_audit(run: Run) -> _Recorded:
     results: dict[str, Message] = {}
     responses: list[dict] = []
     for span in get_trace(run.request_id)["spans"]:
-        check = PolicyCheck.from_attributes(span["attributes"])
-        if span["kind"] == "policy_check" and check.error:
+        check = record_of(span["kind"], span["attributes"])
+        if isinstance(check, PolicyCheck) and check.error:
             refusals[check.call_id] = check.error
         for record in span["audit"]:
             payload = record["payload"]

@@ -9,10 +9,13 @@ import hashlib
 import hmac
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from django.core.exceptions import ImproperlyConfigured
+
+Number = TypeVar("Number", int, float)
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -42,16 +45,7 @@ def env_bool(name: str, default: bool) -> bool:
 
 
 def env_int(name: str, default: int, minimum: int | None = None) -> int:
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError as exc:
-        raise ImproperlyConfigured(f"{name}={raw!r} is not an integer") from exc
-    if minimum is not None and value < minimum:
-        raise ImproperlyConfigured(f"{name}={value} must be at least {minimum}")
-    return value
+    return _env_number(name, default, minimum, int, "an integer")
 
 
 def env_int_or_off(name: str, default: int | None, minimum: int | None = None) -> int | None:
@@ -65,13 +59,19 @@ def env_int_or_off(name: str, default: int | None, minimum: int | None = None) -
 
 
 def env_float(name: str, default: float, minimum: float | None = None) -> float:
+    return _env_number(name, default, minimum, float, "a number")
+
+
+def _env_number(
+    name: str, default: Number, minimum: Number | None, parse: Callable[[str], Number], what: str
+) -> Number:
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
         return default
     try:
-        value = float(raw)
+        value = parse(raw)
     except ValueError as exc:
-        raise ImproperlyConfigured(f"{name}={raw!r} is not a number") from exc
+        raise ImproperlyConfigured(f"{name}={raw!r} is not {what}") from exc
     if minimum is not None and value < minimum:
         raise ImproperlyConfigured(f"{name}={value} must be at least {minimum}")
     return value

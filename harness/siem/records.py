@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from harness.siem.models import SecurityEvent
+from traces.span_records import ApprovalDecision
 
 SCHEMA_VERSION = "harness.siem/1"
 
@@ -95,7 +96,8 @@ def audit_record(row: Any) -> dict[str, Any]:
 def approval_record(span: Any) -> dict[str, Any]:
     """An approval span: a held call decided (approved, denied, expired) or held."""
     attributes = span.attributes or {}
-    status = str(attributes.get("decision") or span.name.split(" ", 1)[0])
+    decision = ApprovalDecision.from_attributes(attributes)
+    status = str(decision.decision or span.name.split(" ", 1)[0])
     outcome = {"approved": "success", "denied": "failure", "expired": "failure"}.get(
         status, "unknown"
     )
@@ -105,9 +107,9 @@ def approval_record(span: Any) -> dict[str, Any]:
         span.started_at,
         stream="approval",
         position=span.id,
-        actor={"tenant": span.tenant, "user": attributes.get("decided_by", "")},
+        actor={"tenant": span.tenant, "user": decision.decided_by},
         resource={"type": "run", "uid": span.request_id, "span_id": span.span_id,
-                  "name": attributes.get("tool", "")},
+                  "name": decision.tool},
         outcome=outcome,
         data={"name": span.name, "status": span.status, "attributes": attributes},
         chain=None,

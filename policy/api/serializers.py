@@ -61,6 +61,16 @@ def _checked(pattern: str, field: str, what: str, **kwargs: Any) -> PatternField
     return PatternField(pattern, refusal=refusal, **kwargs)
 
 
+def _new_rule_name() -> PatternField:
+    """A new rule's name (a field of its own for each serializer that takes one)."""
+    return _checked(
+        NEW_RULE_NAME,
+        "name",
+        "a rule name not starting 'default-' (the shipped rules)",
+        max_length=100,
+    )
+
+
 class PermissionSerializer(StrictSerializer):
     subject = _checked(
         ROLE,
@@ -147,12 +157,7 @@ class _NewRule(StrictSerializer):
     """The request body of one kind of rule (the schema's ``oneOf`` on ``kind``): exactly the
     fields that kind takes."""
 
-    name = _checked(
-        NEW_RULE_NAME,
-        "name",
-        "a rule name not starting 'default-' (the shipped rules)",
-        max_length=100,
-    )
+    name = _new_rule_name()
     effect = serializers.ChoiceField(choices=["refuse", "require_approval"])
     description = serializers.CharField(required=False, allow_blank=True, max_length=2000)
     enabled = serializers.BooleanField(required=False, default=True)
@@ -276,12 +281,7 @@ class RuleAddChange(StrictSerializer):
 class RuleNameSerializer(StrictSerializer):
     """A rule of the tenant, by name."""
 
-    name = _checked(
-        NEW_RULE_NAME,
-        "name",
-        "a rule name not starting 'default-' (the shipped rules)",
-        max_length=100,
-    )
+    name = _new_rule_name()
 
 
 class RuleRemoveChange(StrictSerializer):
@@ -294,12 +294,7 @@ class RuleRemoveChange(StrictSerializer):
 class RuleEditFieldsSerializer(RuleUpdateSerializer):
     """A rule of the tenant by name, and the fields to change."""
 
-    name = _checked(
-        NEW_RULE_NAME,
-        "name",
-        "a rule name not starting 'default-' (the shipped rules)",
-        max_length=100,
-    )
+    name = _new_rule_name()
 
 
 class RuleUpdateChange(StrictSerializer):

@@ -26,6 +26,7 @@ from harness.models import (
 from policy.models import ApprovalStatus, TenantLimits, ToolApproval
 from tests.factories import create_tenant
 from traces.models import Span, SpanKind, SpanStatus
+from traces.span_records import ToolCallSpan
 
 NOW = datetime(2026, 11, 30, 15, 20, tzinfo=UTC)
 _ids = itertools.count(1)
@@ -48,19 +49,26 @@ def make_run(tenant, created_at: datetime = NOW, **fields) -> Run:
     return run
 
 
-def refused_check(run: Run, tool: str, check: str, rule: str, at: datetime = NOW) -> Span:
+def stored_span(run: Run, kind: str, name: str, status: str, attributes: dict, at=NOW) -> Span:
     return Span.objects.create(
         request_id=run.request_id,
         tenant=run.tenant.slug,
         span_id=uuid.uuid4().hex[:16],
         sequence=next(_ids),
-        kind=SpanKind.POLICY_CHECK,
-        name=f"policy.{check}",
-        status=SpanStatus.REFUSED,
+        kind=kind,
+        name=name,
+        status=status,
         started_at=at,
         ended_at=at,
         duration_ms=0.1,
-        attributes={"call_id": "c1", "tool": tool, "check": check, "refused": True, "rule": rule},
+        attributes=attributes,
+    )
+
+
+def refused_check(run: Run, tool: str, check: str, rule: str, at: datetime = NOW) -> Span:
+    attributes = {"call_id": "c1", "tool": tool, "check": check, "refused": True, "rule": rule}
+    return stored_span(
+        run, SpanKind.POLICY_CHECK, f"policy.{check}", SpanStatus.REFUSED, attributes, at
     )
 
 
@@ -167,6 +175,29 @@ def test_refusals_are_ranked_by_tool_check_and_rule_and_link_to_the_refused_runs
     query = parse_qs(urlsplit(board.problems[0].link).query)
     assert query["tool"] == ["send_email"]
     assert query["had"] == ["refused"]
+
+
+def failed_call(run: Run, tool: str, error_code: str) -> Span:
+    """A failed ``tool_call`` span as the engine writes it (``ToolCallSpan``)."""
+    attributes = ToolCallSpan(
+        call_id="c1", tool=tool, duration_ms=1.0, attempts=1, error_code=error_code
+    ).attributes()
+    return stored_span(run, SpanKind.TOOL_CALL, tool, SpanStatus.ERROR, attributes)
+
+
+def test_failed_tool_calls_are_ranked_by_tool_and_the_error_code_that_stands_for_a_rule(tenants):
+    acme, _ = tenants
+    run = make_run(acme, outcome=RunOutcome.TOOL_FAILED)
+    failed_call(run, "always_fails", "tool_failed")
+    failed_call(run, "always_fails", "tool_failed")
+    failed_call(run, "always_fails", "timeout")
+
+    board = build_dashboard(staff(acme), now=NOW)
+
+    assert [(p.tool, p.check, p.rule, p.failed) for p in board.problems] == [
+        ("always_fails", "tool", "tool_failed", 2),
+        ("always_fails", "tool", "timeout", 1),
+    ]
 
 
 def test_approvals_waiting_soonest_first_and_not_the_expired_or_decided(tenants):

@@ -83,6 +83,8 @@ def get_customer(arguments: dict[str, Any], context: ToolContext) -> dict[str, A
     }
 
 
+# Idempotent as ``notify_user`` is (get_or_create on the call's key): the same two lines of
+# Django, on another model with its own fields.
 def send_external_email(arguments: dict[str, Any], context: ToolContext) -> dict[str, Any]:
     email, created = OutboxEmail.objects.get_or_create(
         idempotency_key=context.idempotency_key,

@@ -54,6 +54,8 @@ def build_server() -> MCPServer:
     return server
 
 
+# The MCP demo server's own reads of the demo tables, as a remote server would hold them
+# (alike in shape to ``tools.demo.tickets``, which serves the in-process tools).
 def _ticket(tenant: str, ticket_id: str) -> dict[str, Any]:
     from tools.demo.models import Ticket
 

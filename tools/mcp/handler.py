@@ -74,6 +74,8 @@ class McpHandler:
         )
         try:
             result = pool.run(work, timeout=remaining)
+        # One arm per failure, alike in shape only: each says its own code, words and details
+        # (duplicates pairs them; see docs/architecture.md, "Repetition left on purpose").
         except TimeoutError as exc:
             raise ToolHandlerError(
                 ToolErrorCode.TIMEOUT,
