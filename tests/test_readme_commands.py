@@ -245,7 +245,8 @@ def finished_run(demo: Demo, run: dict) -> dict:
     decision = {"decision": "approve", "arguments_sha256": held["arguments_sha256"]}
     path = f"/api/v1/runs/{run['id']}/approvals/{held['call_id']}"
     api(demo, "POST", path, decision, **{"X-Harness-User": "alice"})
-    deadline = time.monotonic() + 60
+    # Generous: the worker (concurrency 2) may still be busy with what earlier blocks queued.
+    deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
         run = api(demo, "GET", f"/api/v1/runs/{run['id']}")
         if run["status"] not in ("queued", "running", "awaiting_approval"):
