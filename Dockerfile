@@ -1,4 +1,4 @@
-# The masker's hot modules compiled with mypyc (README "Figures"). The slim image has no C
+# The masker's hot modules compiled with mypyc (docs/performance.md, "Figures"). The slim image has no C
 # compiler, the full one of the same Python has: compiled here, copied below. If compiling
 # fails the build goes on (a warning) and the image runs the pure-Python modules.
 FROM python:3.11 AS masking
@@ -29,7 +29,7 @@ RUN DJANGO_SECRET_KEY=collectstatic-only python manage.py collectstatic --no-inp
 
 USER harness
 EXPOSE 8000
-# ASGI (uvicorn workers), as docker-compose's web: a live event stream holds no thread (README
+# ASGI (uvicorn workers), as docker-compose's web: a live event stream holds no thread (docs/runs.md,
 # "Live events"); no per-thread persistent connections under ASGI: PostgreSQL connections are
-# pooled per process instead (HARNESS_DB_POOL, on by default; README "Configuration").
+# pooled per process instead (HARNESS_DB_POOL, on by default; docs/configuration.md).
 CMD ["sh", "-c", "HARNESS_DB_CONN_MAX_AGE=${HARNESS_DB_CONN_MAX_AGE:-0} exec gunicorn harness.asgi:application -k uvicorn_worker.UvicornWorker --bind 0.0.0.0:8000 --workers 3 --timeout 120"]

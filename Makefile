@@ -12,7 +12,7 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt requirements-build.txt
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 	touch $@
 
-# The masker's hot modules compiled with mypyc into build/masking (README "Figures"), again
+# The masker's hot modules compiled with mypyc into build/masking (docs/performance.md, "Figures"), again
 # whenever one of its sources changes. Never fails: without a C compiler it warns, writes no
 # manifest (so the next install tries again) and the pure-Python modules are used.
 build/masking/manifest.json: $(VENV)/.installed scripts/build_masking.py $(wildcard traces/masking/*.py)

@@ -1,4 +1,4 @@
-"""Datasets: named, tenant-scoped lists of recorded runs (README "Experiments").
+"""Datasets: named, tenant-scoped lists of recorded runs (docs/experiments.md).
 
 Items are made from run ids or a filter over the tenant's ended production runs (agent,
 status, outcome, time range, information-flow label). Each item copies the run's masked fields

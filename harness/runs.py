@@ -227,7 +227,7 @@ def execute_run(
     lease = state.claim(str(run_id), driver.owner)
     if lease is None:
         return Run.objects.filter(id=run_id).first()
-    if lease.first:  # queued until now: the deadline counts from here (README "Runs")
+    if lease.first:  # queued until now: the deadline counts from here (docs/runs.md)
         state.start_deadline(lease)
     return drive_run(str(run_id), driver, lease)
 

@@ -1,4 +1,4 @@
-"""Compile the masker's hot modules with mypyc (README "Figures": the compiled path).
+"""Compile the masker's hot modules with mypyc (docs/performance.md, "Figures": the compiled path).
 
     .venv/bin/python scripts/build_masking.py
 

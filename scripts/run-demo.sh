@@ -93,7 +93,7 @@ for n, s in enumerate(json.load(open("scripts/demo-scenarios.json", encoding="ut
     print(f"    -H 'Content-Type: application/json' -d {shlex.quote(body)}\n")
 PYEOF
 cat <<EXPERIMENT
-  Experiments (README "Experiments"): after the scenarios above, put their ended runs in a
+  Experiments (docs/experiments.md): after the scenarios above, put their ended runs in a
   dataset, run it again with a second scripted model (gateway/scripts/demo-candidate.json,
   which searches first on the parcel question), tools answered from the recording:
   curl -s ${URL}/api/v1/datasets -H 'Authorization: Bearer ${KEY}' -H 'X-Harness-User: alice' \\

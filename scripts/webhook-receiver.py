@@ -8,7 +8,7 @@ not printed again.
     scripts/webhook-receiver.py --port 9100 --secret-file var/webhook-secret [--count 1]
 
 With ``--count N`` it exits (status 0) after N verified events, or with status 1 when
-``--timeout`` seconds pass first. See the README, "Callbacks on one machine".
+``--timeout`` seconds pass first. See docs/runs.md, "Callbacks on one machine".
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ run's ``outcome`` is the worst kind seen (``clean`` when none), with a count per
 are written with each step, in the step's own fenced UPDATE of the run row (no statement of
 their own).
 
-Severity, worst first (README, "Run outcome"): ``corrected`` (the answer the model wrote
+Severity, worst first (docs/api.md, "Run outcome"): ``corrected`` (the answer the model wrote
 contradicted the record and had to be rewritten: the agent itself cannot be trusted on this
 run, whatever else happened; the counts still show the failure behind it), ``tool_failed`` (a
 tool ran and failed, or its effect is unknown: something broke), ``denied`` (a human stopped an

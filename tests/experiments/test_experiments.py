@@ -1,5 +1,5 @@
 """Experiments: dataset items re-executed by the real engine with a candidate model route,
-tools answered from the recording (README "Experiments")."""
+tools answered from the recording (docs/experiments.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""An agent file may name a route by the alias HARNESS_ROUTES gives it (``cheap``), as the
-README documents; an alias nobody configured stops start-up naming the file and the alias."""
+"""An agent file may name a route by the alias HARNESS_ROUTES gives it (``cheap``), as
+docs/agents-and-tools.md documents; an alias nobody configured stops start-up naming the file
+and the alias."""
 
 import pytest
 from django.core.management import call_command

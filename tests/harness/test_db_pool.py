@@ -1,4 +1,4 @@
-"""The per-process PostgreSQL connection pool (``HARNESS_DB_POOL``, README "Configuration").
+"""The per-process PostgreSQL connection pool (``HARNESS_DB_POOL``, docs/configuration.md).
 
 Under the shipped ASGI server every request runs on a thread of its own, so Django's persistent
 connections are off there (``CONN_MAX_AGE=0``), and before the pool every sync run opened a new

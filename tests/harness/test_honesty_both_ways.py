@@ -384,7 +384,8 @@ SCENARIO_5 = [
 
 
 def test_the_e_mail_sent_after_the_chain_rule_is_not_answered_as_refused(acme, agent_dir):
-    # The README's chain-rules block: customers' data and ticket contents never in one run.
+    # The chain-rules block of docs/policy-reference.md: customers' data and ticket contents
+    # never in one run.
     # get_customer is refused, so the run holds no pii and the e-mail goes out.
     create_rule(
         "acme",

@@ -163,7 +163,7 @@ def test_the_outcome_is_the_worst_kind_counted(counts):
     counted = [kind for kind in SEVERITY if counts.get(kind, 0) > 0]
 
     assert worst(counts) == (counted[0] if counted else RunOutcome.CLEAN)
-    # Worst first, as the README documents it.
+    # Worst first, as docs/api.md documents it.
     assert [str(k) for k in SEVERITY] == ["corrected", "tool_failed", "denied", "refused"]
 
 

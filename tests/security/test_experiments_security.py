@@ -1,4 +1,4 @@
-"""Experiments (README "Experiments"): an experiment never executes a tool for real — not a
+"""Experiments (docs/experiments.md): an experiment never executes a tool for real — not a
 Python handler, not an HTTP endpoint — and datasets and experiments are tenant-scoped (another
 tenant's runs, datasets and experiments are not found)."""
 

@@ -1,8 +1,9 @@
-"""The audit hashes are a format, not an implementation detail: an auditor recomputes them from
-the README's description (SHA-256 over the canonical JSON — sorted keys, no whitespace, UTF-8 —
-of the record's or link's content; the head signed with HMAC-SHA256), and a chain written by an
-earlier release must still verify. A change of the format that writes and verifies alike would
-pass every self-consistency test: these compute each hash independently of traces.chain."""
+"""The audit hashes are a format, not an implementation detail: an auditor recomputes them
+from docs/audit-and-masking.md's description (SHA-256 over the canonical JSON — sorted keys,
+no whitespace, UTF-8 — of the record's or link's content; the head signed with HMAC-SHA256),
+and a chain written by an earlier release must still verify. A change of the format that writes
+and verifies alike would pass every self-consistency test: these compute each hash
+independently of traces.chain."""
 
 from __future__ import annotations
 

@@ -30,7 +30,7 @@ from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
-# Compiled in this order; the ones that pay (README "Figures").
+# Compiled in this order; the ones that pay (docs/performance.md, "Figures").
 MODULES = ("numbers", "checks", "phones", "emails", "kinds")
 GROUP = "harness_masking"  # the group's shared library: harness_masking__mypyc
 SOURCE_DIR = Path(__file__).resolve().parent
