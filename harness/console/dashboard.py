@@ -21,7 +21,7 @@ from django.db.models.functions import TruncDate, TruncHour
 from django.urls import reverse
 from django.utils import timezone
 
-from harness.console.reads import User, granted_tenant_slugs
+from harness.console.reads import User, format_cost, granted_tenant_slugs
 from harness.models import DeliveryStatus, Run, RunOutcome, RunStatus, Tenant, WebhookDelivery
 from harness.siem.delivery import siem_status
 from policy import services as policy
@@ -83,6 +83,12 @@ class SpendRow:
     tokens: int
     cost_usd: Decimal
     link: str
+    unpriced_calls: int = 0
+
+    @property
+    def cost(self) -> str:
+        """The cost for people: "no price" rather than $0 when no call behind it had one."""
+        return format_cost(self.cost_usd, self.unpriced_calls)
 
 
 @dataclass(frozen=True)
@@ -267,15 +273,16 @@ def _spend(board: Dashboard, slugs: frozenset[str] | None, now: datetime) -> Non
             prompt=Sum("prompt_tokens"),
             completion=Sum("completion_tokens"),
             cost=Sum("cost_usd"),
+            unpriced=Sum("unpriced_calls"),
         )
         .order_by("-day", "agent", "model_route")
     )
     per_day: dict[Any, list[Any]] = {}
-    for day, agent, model, n, prompt, completion, cost in rows:
+    for day, agent, model, n, prompt, completion, cost, unpriced in rows:
         tokens = (prompt or 0) + (completion or 0)
         cost = cost or Decimal(0)
         link = run_list_link(agent__exact=agent, **day_range(day))
-        board.spend.append(SpendRow(day, agent, model or "—", n, tokens, cost, link))
+        board.spend.append(SpendRow(day, agent, model or "—", n, tokens, cost, link, unpriced or 0))
         total = per_day.setdefault(day, [0, Decimal(0)])
         total[0] += tokens
         total[1] += cost

@@ -324,3 +324,16 @@ def test_the_siem_lag_is_shown_to_superusers_only(tenants):
         ("splunk", "audit", 42, 61.5)
     ]
     assert build_dashboard(staff(acme), now=NOW).siem == []  # sinks hold every tenant's records
+
+
+def test_spend_without_a_price_says_so_rather_than_zero_dollars(tenants):
+    acme, _ = tenants
+    make_run(acme, prompt_tokens=50, model_route="openai:unknown-model", unpriced_calls=2)
+    make_run(acme, prompt_tokens=50, cost_usd=Decimal("0.5"), unpriced_calls=1)
+
+    board = build_dashboard(superuser(), now=NOW)
+
+    assert sorted(row.cost for row in board.spend) == [
+        "$0.5000 (+1 calls without a price)",
+        "no price",
+    ]
