@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 from casbin_adapter.models import CasbinRule
 
+from harness.engine.conversation import load_run_messages
 from harness.models import Run, RunEvent, RunMessage
+from harness.replay.run import _from_audit
 from policy.models import (
     BudgetLedger,
     PolicyChange,
@@ -630,9 +632,6 @@ def test_the_conversation_rebuilt_from_the_audit_is_the_one_the_model_was_shown(
     of the model, and for each call the result or error the model was shown (a tool's result,
     a tool's own failure, a refusal from its policy span) — message for message the clear
     copy's, bodies compared as JSON (the clear copy was written with ``ensure_ascii=False``)."""
-    from harness.engine.conversation import load_run_messages
-    from harness.replay.run import _from_audit
-
     run = run_script(
         acme,
         agent_dir,
