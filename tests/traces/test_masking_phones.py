@@ -116,3 +116,8 @@ def test_nanpas_leading_one_is_taken_only_with_separators():
     assert validator.e164("1 212 736 5000") == "+12127365000"
     assert validator.e164("12127365000") is None
     assert validator.national_candidates("12127365000") == ["+12127365000"]
+
+
+@pytest.mark.parametrize("digits", ["0000000000", "0000000", "99999999999"])
+def test_digits_valid_in_no_default_region_have_no_candidate(digits):
+    assert PhoneValidator().national_candidates(digits) == []
