@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from bench.masking_corpus import KINDS, generate
 from traces.masking import Masker
-from traces.masking.phones import DEFAULT_REGIONS, PhoneValidator, library_e164
+from traces.masking.phones import DEFAULT_REGIONS, PhoneValidator, library_e164, rules_for_region
 
 
 @pytest.mark.parametrize("region", DEFAULT_REGIONS)
@@ -121,3 +121,18 @@ def test_nanpas_leading_one_is_taken_only_with_separators():
 @pytest.mark.parametrize("digits", ["0000000000", "0000000", "99999999999"])
 def test_digits_valid_in_no_default_region_have_no_candidate(digits):
     assert PhoneValidator().national_candidates(digits) == []
+
+
+@pytest.mark.parametrize("region", ["US", "ES", "IT"])
+def test_a_premium_rate_number_is_a_phone_only_written_internationally(region):
+    """Written nationally only fixed-line, mobile, toll-free and VoIP numbers are taken (NANPA
+    and regions without a national prefix each have their own branch)."""
+    number = phonenumbers.example_number_for_type(region, phonenumbers.PhoneNumberType.PREMIUM_RATE)
+    nsn = str(number.national_number)
+    rules = rules_for_region(region)
+
+    assert rules.valid(nsn)
+    assert rules.national(nsn) is None
+    assert PhoneValidator().international(f"{number.country_code}{nsn}") == (
+        f"+{number.country_code}{nsn}"
+    )
