@@ -24,8 +24,10 @@ from policy.engine import ROLE_PREFIX, Decision, current_version, get_engine, is
 from policy.errors import ActingUserRequired, InvalidRule, PermissionDenied
 from policy.models import PolicyChange, TenantPolicyVersion
 
-SCOPE_PATTERN = re.compile(r"^([a-z0-9_-]+|\*):([a-z0-9_-]+|\*)$")
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.@-]{1,200}$")
+# Matched whole (``fullmatch``): with ``^…$`` and ``re.match``, ``$`` also matched before a
+# trailing newline, and a deny line for ``"bob\n"`` was stored and never denied ``bob``.
+SCOPE_PATTERN = re.compile(r"([a-z0-9_-]+|\*):([a-z0-9_-]+|\*)")
+NAME_PATTERN = re.compile(r"[A-Za-z0-9_.@-]{1,200}")
 EFFECTS = ("allow", "deny")
 
 
@@ -130,7 +132,7 @@ def save_line(pk: int | None, ptype: str, values: list[str], actor: str) -> int:
     else:
         raise InvalidRule("ptype must be 'p' (permission) or 'g' (role)", {"ptype": ptype})
     if not tenant:
-        raise InvalidRule("the tenant (domain) is required", {})
+        raise InvalidRule("the tenant (domain) is required", {"tenant": tenant})
     if pk is None:
         return _add_line(ptype, values, tenant, actor)
     line = CasbinRule.objects.select_for_update().get(pk=pk)
@@ -195,14 +197,14 @@ def describe_line(ptype: str, values: list[str]) -> dict[str, str]:
 
 
 def _parse_scope(scope: str) -> tuple[str, str]:
-    match = SCOPE_PATTERN.match(scope or "")
+    match = SCOPE_PATTERN.fullmatch(scope or "")
     if not match:
         raise InvalidRule(f"scope {scope!r} is not of the form object:action", {"scope": scope})
     return match.group(1), match.group(2)
 
 
 def _check_name(field: str, value: str) -> None:
-    if not NAME_PATTERN.match(value or ""):
+    if not NAME_PATTERN.fullmatch(value or ""):
         raise InvalidRule(
             f"{field} {value!r} must be 1-200 letters, digits, '_', '.', '@' or '-'",
             {field: value},

@@ -29,6 +29,34 @@ hypothesis_settings.register_profile(
 if os.environ.get("HARNESS_HYPOTHESIS_PROFILE"):
     hypothesis_settings.load_profile(os.environ["HARNESS_HYPOTHESIS_PROFILE"])
 
+# What the masker keeps for the process besides its functions' lru caches (region shapes,
+# label verdicts).
+_MASKER_MEMOS = {
+    "traces.masking.phones": ("_GROUPS_OF", "_SHAPES"),
+    "traces.masking.phone_validator": (),
+    "traces.masking.kinds": (),
+    "traces.masking.checks": (),
+    "traces.masking.numbers": ("_LABELLED",),
+}
+
+
+@pytest.fixture(autouse=os.environ.get("HARNESS_HYPOTHESIS_PROFILE") == "mutation")
+def _masker_memos_start_empty():
+    """Under mutation testing only: each test starts without what the masker remembers for
+    the process. mutmut records which tests reach a function by running them all in one
+    process; a function whose result is kept (``RegionRules``, built once per region) was
+    recorded for the first test that called it only, and each of its mutants was tried
+    against that test alone (docs/mutation.md)."""
+    import importlib
+
+    for name, memos in _MASKER_MEMOS.items():
+        module = importlib.import_module(name)
+        for value in vars(module).values():
+            if callable(getattr(value, "cache_clear", None)):
+                value.cache_clear()
+        for memo in memos:
+            getattr(module, memo).clear()
+
 
 def describe_tier() -> str:
     engine = settings.DATABASES["default"]["ENGINE"]

@@ -252,7 +252,9 @@ def _replay_call(
         return replay, tool_message(today, error=decision.error)
     if executed_then or decision.outcome != Outcome.RUN:
         return replay, result  # ran then and now; or held now, with no result to show
-    return replay, _not_recorded(today)
+    # Allowed now, not run then: no result was recorded. The guard is shown that the call
+    # succeeded (it reads a success's name and call id, never its body).
+    return replay, tool_message(today)
 
 
 class _DryPorts:
@@ -357,11 +359,6 @@ def _ran(result: Message | None) -> bool:
         ToolErrorCode.APPROVAL_DENIED,
         "not_executed",
     }
-
-
-def _not_recorded(call: ToolCall) -> Message:
-    body = {"ok": True, "result": None, "replay": "not run in the recorded run: no result"}
-    return Message(role="tool", content=json.dumps(body), tool_call_id=call.id, name=call.name)
 
 
 def _body(message: Message) -> dict[str, Any]:
@@ -480,7 +477,7 @@ def _from_audit(run: Run) -> _Recorded:
                 )
                 results[payload.get("call_id", "")] = Message(
                     role="tool",
-                    content=json.dumps(body, default=str),
+                    content=json.dumps(body),  # the payload was read from a JSON column
                     tool_call_id=payload.get("call_id"),
                     name=payload.get("tool"),
                     is_error=not ok,

@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 from casbin_adapter.models import CasbinRule
 
+from harness.engine.conversation import load_run_messages
 from harness.models import Run, RunEvent, RunMessage
+from harness.replay.run import _from_audit
 from policy.models import (
     BudgetLedger,
     PolicyChange,
@@ -645,3 +647,51 @@ def test_a_call_refused_then_and_allowed_now_has_no_result_and_the_answer_is_rec
     )
     assert report["answer"]["changed"] is True
     assert "update_ticket" in report["answer"]["replayed"]
+
+
+def test_the_conversation_rebuilt_from_the_audit_is_the_one_the_model_was_shown(acme, agent_dir):
+    """A run without a clear copy is rebuilt from its audit records: the input, each response
+    of the model, and for each call the result or error the model was shown (a tool's result,
+    a tool's own failure, a refusal from its policy span) — message for message the clear
+    copy's, bodies compared as JSON (the clear copy was written with ``ensure_ascii=False``)."""
+    run = run_script(
+        acme,
+        agent_dir,
+        [
+            call("update_ticket", ticket_id=TICKET, action="assign"),  # schema
+            call("always_fails"),
+            call("get_ticket", ticket_id=TICKET),
+            call("no_such_tool"),
+            {"text": "I read the ticket."},
+        ],
+        tools=["get_ticket", "update_ticket", "always_fails"],
+        max_steps=10,
+    )
+    recorded = Run.objects.get(id=run["id"])
+
+    def shown(messages: list[Any]) -> list[tuple[Any, ...]]:
+        return [
+            (
+                m.role,
+                json.loads(m.content) if m.role == "tool" else m.content,
+                [(c.id, c.name, c.arguments) for c in m.tool_calls],
+                m.tool_call_id,
+                m.name,
+                m.is_error,
+            )
+            for m in messages
+        ]
+
+    clear = load_run_messages(recorded)
+    rebuilt = _from_audit(recorded)
+
+    assert shown(rebuilt.messages) == shown(clear)
+    assert [m.role for m in clear] == ["user"] + ["assistant", "tool"] * 4 + ["assistant"]
+    bodies = [json.loads(m.content) for m in clear if m.role == "tool"]
+    assert [body["ok"] for body in bodies] == [False, False, True, False]
+    assert bodies[2]["result"]["ticket_id"] == TICKET
+    assert (rebuilt.source, rebuilt.start, rebuilt.answer) == ("audit", 0, run["answer"])
+    assert rebuilt.notes == [
+        "No clear copy of this run's conversation: it was rebuilt from the masked audit "
+        "records, so masked arguments may fail validation that the clear ones passed."
+    ]

@@ -5,10 +5,12 @@ import random
 
 import phonenumbers
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bench.masking_corpus import KINDS, generate
 from traces.masking import Masker
-from traces.masking.phones import DEFAULT_REGIONS, PhoneValidator, library_e164
+from traces.masking.phones import DEFAULT_REGIONS, PhoneValidator, library_e164, rules_for_region
 
 
 @pytest.mark.parametrize("region", DEFAULT_REGIONS)
@@ -66,3 +68,71 @@ def test_the_seeded_corpus_is_masked_with_full_recall_and_no_look_alike_touched(
     assert all(counts.values()), counts  # every kind was planted
     assert missed == []
     assert touched == []
+
+
+def _examples() -> list[tuple[str, str]]:
+    """Each region's example number (the library's), as E.164 and its national number."""
+    found = []
+    for region in sorted(phonenumbers.SUPPORTED_REGIONS):
+        number = phonenumbers.example_number(region)
+        if number is not None:
+            e164 = phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164)
+            found.append((e164, str(number.country_code)))
+    return found
+
+
+EXAMPLES = _examples()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    example=st.sampled_from(EXAMPLES),
+    lead=st.sampled_from(["", " ", "\t", "  \n"]),
+    international=st.sampled_from(["+", "00", "+ ", "00 "]),
+)
+def test_a_number_written_internationally_gets_the_librarys_e164(example, lead, international):
+    """Any region's example number, its country code of one, two or three digits, written
+    after ``+`` or ``00`` and after leading white space."""
+    e164, code = example
+    written = f"{lead}{international}{code} {e164[1 + len(code) :]}"
+
+    assert PhoneValidator().e164(written) == e164
+
+
+def test_three_digit_country_codes_are_read():
+    assert PhoneValidator().e164("+852 2123 4567") == "+85221234567"
+    assert PhoneValidator().e164("00353 1 234 5678") == "+35312345678"
+
+
+@pytest.mark.parametrize("written", ["+", "00", "+0", "+1", "+44", "+852", " + "])
+def test_a_country_code_without_a_number_is_no_phone(written):
+    assert PhoneValidator().e164(written) is None
+
+
+def test_nanpas_leading_one_is_taken_only_with_separators():
+    """``1 212 736 5000`` is a US number; eleven bare digits ``12127365000`` are not one."""
+    validator = PhoneValidator()
+
+    assert validator.e164("1 212 736 5000") == "+12127365000"
+    assert validator.e164("12127365000") is None
+    assert validator.national_candidates("12127365000") == ["+12127365000"]
+
+
+@pytest.mark.parametrize("digits", ["0000000000", "0000000", "99999999999"])
+def test_digits_valid_in_no_default_region_have_no_candidate(digits):
+    assert PhoneValidator().national_candidates(digits) == []
+
+
+@pytest.mark.parametrize("region", ["US", "ES", "IT"])
+def test_a_premium_rate_number_is_a_phone_only_written_internationally(region):
+    """Written nationally only fixed-line, mobile, toll-free and VoIP numbers are taken (NANPA
+    and regions without a national prefix each have their own branch)."""
+    number = phonenumbers.example_number_for_type(region, phonenumbers.PhoneNumberType.PREMIUM_RATE)
+    nsn = str(number.national_number)
+    rules = rules_for_region(region)
+
+    assert rules.valid(nsn)
+    assert rules.national(nsn) is None
+    assert PhoneValidator().international(f"{number.country_code}{nsn}") == (
+        f"+{number.country_code}{nsn}"
+    )
