@@ -466,13 +466,15 @@ def _from_audit(run: Run) -> _Recorded:
             if record["kind"] == "model_response":
                 responses.append(payload)
             elif record["kind"] == "tool_io":
-                ok = payload.get("error") is None
+                # A call from a step the database refused is audited with its status only
+                # (driver._unkept_call): a failure there has no ``error`` member.
+                ok = payload.get("error") is None and payload.get("status") != "error"
                 body = (
                     {"ok": ok, "result": payload.get("result")}
                     if ok
                     else {
                         "ok": False,
-                        "error": payload.get("error"),
+                        "error": payload.get("error") or payload.get("detail"),
                     }
                 )
                 results[payload.get("call_id", "")] = Message(

@@ -24,6 +24,7 @@ from policy.models import (
 from tests.factories import write_agent, write_tool
 from tests.fake_providers import FakeProvider, openai_completion
 from tests.runs import ADMIN, TICKET, call, run_script, scripted_agent, start
+from tests.support.audit import tamper
 from tools.demo.models import Notification, OutboxEmail, Ticket
 from tools.models import ToolExecution
 from traces.models import AuditRecord, Span
@@ -695,3 +696,31 @@ def test_the_conversation_rebuilt_from_the_audit_is_the_one_the_model_was_shown(
         "No clear copy of this run's conversation: it was rebuilt from the masked audit "
         "records, so masked arguments may fail validation that the clear ones passed."
     ]
+
+
+def test_a_failed_call_whose_step_was_not_kept_is_rebuilt_as_a_failure(acme, agent_dir):
+    """A call that ran in a step the database refused is audited by the driver with its status
+    only (``_unkept_call``: no arguments, no result, no ``error`` member): rebuilt from the
+    audit, a failed one is still a failure, never ``{"ok": true, "result": null}``."""
+    run = run_script(
+        acme, agent_dir, [call("always_fails"), {"text": "Done."}], tools=["always_fails"]
+    )
+    recorded = Run.objects.get(id=run["id"])
+    record = AuditRecord.objects.get(request_id=recorded.request_id, kind="tool_io")
+    detail = "The step that ran this call could not be written."
+    unkept = {
+        "tool": "always_fails",
+        "call_id": record.payload["call_id"],
+        "status": "error",
+        "kept": False,
+        "detail": detail,
+    }
+    # As the driver writes it (the audit is append-only: written here past its triggers).
+    tamper(
+        "UPDATE traces_auditrecord SET payload = %s WHERE id = %s", json.dumps(unkept), record.pk
+    )
+
+    (result,) = [m for m in _from_audit(recorded).messages if m.role == "tool"]
+
+    assert result.is_error
+    assert json.loads(result.content) == {"ok": False, "error": detail}
