@@ -581,10 +581,9 @@ def test_limits_lowered_after_the_run_show_where_its_calls_are_now_refused(
     assert report["first_divergence"]["call_id"] == report["calls"][first]["call_id"]
 
 
-def test_a_run_rebuilt_from_the_masked_audit_replays_as_its_clear_copy_does(acme, agent_dir):
-    """Refusals (whose span carries the error), a failed tool, allowed calls: the run rebuilt
-    from the audit records gets the same verdicts, before and after, as its clear copy."""
-    run = run_script(
+def _run_with_every_kind_of_call(acme, agent_dir) -> dict[str, Any]:
+    """A refusal by schema, a failing tool, an allowed call and a refusal of an unknown tool."""
+    return run_script(
         acme,
         agent_dir,
         [
@@ -597,6 +596,12 @@ def test_a_run_rebuilt_from_the_masked_audit_replays_as_its_clear_copy_does(acme
         tools=["get_ticket", "update_ticket", "always_fails"],
         max_steps=10,
     )
+
+
+def test_a_run_rebuilt_from_the_masked_audit_replays_as_its_clear_copy_does(acme, agent_dir):
+    """Refusals (whose span carries the error), a failed tool, allowed calls: the run rebuilt
+    from the audit records gets the same verdicts, before and after, as its clear copy."""
+    run = _run_with_every_kind_of_call(acme, agent_dir)
     assert run["status"] == "succeeded"
 
     def decided(report: dict[str, Any]) -> list[tuple[Any, ...]]:
@@ -655,19 +660,7 @@ def test_the_conversation_rebuilt_from_the_audit_is_the_one_the_model_was_shown(
     of the model, and for each call the result or error the model was shown (a tool's result,
     a tool's own failure, a refusal from its policy span) — message for message the clear
     copy's, bodies compared as JSON (the clear copy was written with ``ensure_ascii=False``)."""
-    run = run_script(
-        acme,
-        agent_dir,
-        [
-            call("update_ticket", ticket_id=TICKET, action="assign"),  # schema
-            call("always_fails"),
-            call("get_ticket", ticket_id=TICKET),
-            call("no_such_tool"),
-            {"text": "I read the ticket."},
-        ],
-        tools=["get_ticket", "update_ticket", "always_fails"],
-        max_steps=10,
-    )
+    run = _run_with_every_kind_of_call(acme, agent_dir)
     recorded = Run.objects.get(id=run["id"])
 
     def shown(messages: list[Any]) -> list[tuple[Any, ...]]:
