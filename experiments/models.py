@@ -1,6 +1,6 @@
 """Datasets of recorded runs, and experiments that re-execute them with a candidate.
 
-The data model covers the whole of issue 22 (README "Experiments"), so later work adds
+The data model covers the whole of issue 22 (docs/experiments.md), so later work adds
 behaviour, not tables: expectations and assertions on items, candidate configurations with a
 prompt, agent file, policy change or strategy, live tools, a judge, a separate token budget.
 """

@@ -1,4 +1,4 @@
-"""Scoring one experiment item against its recording (README "Experiments").
+"""Scoring one experiment item against its recording (docs/experiments.md).
 
 Trajectory: the calls in order by tool and canonical arguments — ``same``, ``reordered`` (the
 same calls in another order) or ``diverged`` at the first step (call, counted from 1) that

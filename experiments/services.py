@@ -1,4 +1,4 @@
-"""Experiments: a dataset re-executed hermetically with a candidate (README "Experiments").
+"""Experiments: a dataset re-executed hermetically with a candidate (docs/experiments.md).
 
 Who may: making and editing datasets needs the scope ``dataset:write`` (they hold clear data
 from the runs' sealed copies), starting or cancelling experiments ``experiment:run``, running

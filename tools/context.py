@@ -1,4 +1,4 @@
-"""What a tool's handler is handed besides its arguments (README "Tool files": ``handler``).
+"""What a tool's handler is handed besides its arguments (docs/agents-and-tools.md: ``handler``).
 
 Its own module so that handlers (``tools.demo``, experiments' recorded tools) need not import
 the executor, which imports the registry, which reaches them.

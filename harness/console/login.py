@@ -1,4 +1,4 @@
-"""Sign-in throttling of the admin console, with django-axes (README *Hardening*).
+"""Sign-in throttling of the admin console, with django-axes (docs/security.md, "Hardening").
 
 After ``HARNESS_LOGIN_FAILURE_LIMIT`` wrong passwords in a row for one user name from one
 address, signing in as that user from that address is refused for ``HARNESS_LOGIN_COOLOFF_S``,

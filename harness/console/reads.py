@@ -329,10 +329,10 @@ def _event_view(span: dict[str, Any], tool_io: dict[str, Any] | None) -> dict[st
     return view
 
 
-# What the masker leaves in place of a value (README, "What is masked"): partial forms keep
-# some characters and star the rest (``138****5678``, ``z***@example.com``, ``Z**** W**``);
-# fingerprint-only kinds and secrets become a bracketed tag (``[national_id:1a2b3c4d]``,
-# ``[api_key removed]``).
+# What the masker leaves in place of a value (docs/audit-and-masking.md, "What is masked"):
+# partial forms keep some characters and star the rest (``138****5678``, ``z***@example.com``,
+# ``Z**** W**``); fingerprint-only kinds and secrets become a bracketed tag
+# (``[national_id:1a2b3c4d]``, ``[api_key removed]``).
 MASKED_VALUE = re.compile(
     r"\[[a-z_]+(?::[0-9a-f]{8}| removed)\]"
     r"|[+\w.@-]*\*{2,}[\w.@-]*(?: [^\s*]\*+)*"

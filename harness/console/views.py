@@ -117,7 +117,7 @@ TARGETS = [("permission", "a permission"), ("role", "a role assignment"), ("rule
 
 
 class PolicyChangeForm(forms.Form):
-    """One proposed edit, shaped as the what-if API takes it (README, "What-if")."""
+    """One proposed edit, shaped as the what-if API takes it (docs/replay-reference.md)."""
 
     tenant = forms.ModelChoiceField(queryset=Tenant.objects.none())
     target = forms.ChoiceField(

@@ -48,7 +48,7 @@ DEBUG = env_bool("DJANGO_DEBUG", default=False)
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS") or ["localhost", "127.0.0.1", "[::1]"]
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS")
 
-# --- HTTPS (README "Configuration"; docker-compose turns them on) ----------------------------
+# --- HTTPS (docs/configuration.md; docker-compose turns them on) ----------------------------
 # Behind a TLS-terminating proxy: the header it sets and the value meaning https, e.g.
 # DJANGO_SECURE_PROXY_SSL_HEADER=X-Forwarded-Proto:https. Trust it only if the proxy always
 # sets (or strips) that header.
@@ -111,7 +111,7 @@ MIDDLEWARE = [
     "axes.middleware.AxesMiddleware",
 ]
 
-# --- Console sign-in throttling (django-axes; README "Hardening") -------------------------
+# --- Console sign-in throttling (django-axes; docs/security.md "Hardening") ---------------
 # After HARNESS_LOGIN_FAILURE_LIMIT wrong passwords in a row for one user name from one
 # address, that user cannot sign in from that address for HARNESS_LOGIN_COOLOFF_S seconds.
 AUTHENTICATION_BACKENDS = [
@@ -209,7 +209,7 @@ else:
     # the end of a request or a run goes back to the pool, open and with its statements still
     # prepared, and the next one takes it. Without it the ASGI server (each request a thread of
     # its own, so CONN_MAX_AGE must be 0) opened a connection, a server process, per sync run.
-    # Sizes are per process (README "Configuration"); a Celery prefork child's pool is its own
+    # Sizes are per process (docs/configuration.md); a Celery prefork child's pool is its own
     # (Celery's Django fix-up closes the pool in each child and around each task).
     # A deployment that set HARNESS_DB_CONN_MAX_AGE above 0 (the setting predates the pool)
     # asked for persistent connections: it keeps them, and only an explicit
@@ -358,7 +358,7 @@ HARNESS_WEBHOOK_RETRY_SCHEDULE_S = [
 # Networks callback URLs may resolve to although private/loopback (CIDRs, comma-separated).
 HARNESS_WEBHOOK_ALLOWED_NETWORKS = env_list("HARNESS_WEBHOOK_ALLOWED_NETWORKS")
 
-# --- Model gateway: named routes (README "Model routes and providers") ------------------------
+# --- Model gateway: named routes (docs/models.md) ------------------------
 HARNESS_ROUTES = env_json("HARNESS_ROUTES", {})
 for _options in HARNESS_ROUTES.values() if isinstance(HARNESS_ROUTES, dict) else ():
     if isinstance(_options, dict) and isinstance(_options.get("api_key_env"), str):
@@ -376,7 +376,7 @@ HARNESS_TOOL_MAX_THREADS = env_int("HARNESS_TOOL_MAX_THREADS", 16, minimum=1)
 HARNESS_TOOL_MAX_RETRIES = env_int("HARNESS_TOOL_MAX_RETRIES", 2, minimum=0)
 # ${secret:NAME} in HTTP tool files reads HARNESS_SECRET_NAME (or HARNESS_SECRET_NAME_FILE).
 HARNESS_SECRETS = env_prefixed("HARNESS_SECRET_")
-# MCP servers as tool providers (README "MCP tools"): {"mcpServers": {name: {...}}}.
+# MCP servers as tool providers (docs/mcp.md): {"mcpServers": {name: {...}}}.
 # Unset, it is the demo's configuration once ``manage.py load_demo`` wrote it under var/: the
 # web server, the worker, ``check_tools`` and ``run_agent`` from a plain shell all see the same
 # servers (docs/catalogue.md). Set (even empty), the variable wins.
@@ -409,7 +409,7 @@ HARNESS_AUDIT_CHECKPOINT_KEY = hkdf(
 # signs, later ones (earlier keys, best as public keys) stay published so their receipts verify.
 # Unset: a key generated once under var/ (development and the demo only).
 HARNESS_RECEIPT_SIGNING_KEY = env_str("HARNESS_RECEIPT_SIGNING_KEY")
-# Masking (README "Audit and masking"): regions a phone number written nationally is looked
+# Masking (docs/audit-and-masking.md): regions a phone number written nationally is looked
 # up in, and extra detectors (dotted paths to a detector, its class or a factory).
 _DEFAULT_PHONE_REGIONS = "CN,US,CA,GB,DE,FR,ES,IT,JP,IN"
 HARNESS_PHONE_REGIONS = tuple(
@@ -432,7 +432,7 @@ CELERY_BEAT_SCHEDULE["traces.delete_expired_traces"] = {
 # Encrypts the clear working copy of runs (the readable copies are masked).
 # Newest first; ``manage.py reseal`` re-encrypts everything with the first one.
 HARNESS_SEALING_KEYS = env_keys("HARNESS_SEALING_KEY", derive_key(SECRET_KEY, "harness.sealing"))
-# --- Policy: tenant limits, budgets, approvals (see README "Policies") ----------------------
+# --- Policy: tenant limits, budgets, approvals (see docs/policy-reference.md) --------------
 # Deployment defaults; a tenant's TenantLimits row (admin) overrides each. 0 = unlimited.
 HARNESS_TENANT_RUNS_PER_SECOND = env_int("HARNESS_TENANT_RUNS_PER_SECOND", 10, minimum=1)
 HARNESS_TENANT_MAX_CONCURRENT_RUNS = env_int("HARNESS_TENANT_MAX_CONCURRENT_RUNS", 50, minimum=1)
@@ -450,7 +450,7 @@ HARNESS_TENANT_DAILY_TOOL_CALLS = env_int("HARNESS_TENANT_DAILY_TOOL_CALLS", 0, 
 HARNESS_COMPLETION_RESERVE_TOKENS = env_int("HARNESS_COMPLETION_RESERVE_TOKENS", 1024, minimum=1)
 # What a run without a limit of its own reserves from its tenant's daily budget at admission
 # until its agent has finished runs in the tenant (then: their p95 spend plus one answer's
-# reserve). 0: such runs reserve per model call instead (see README "Budgets").
+# reserve). 0: such runs reserve per model call instead (see docs/policy-reference.md, "Budgets").
 HARNESS_DEFAULT_RUN_RESERVE_TOKENS = env_int("HARNESS_DEFAULT_RUN_RESERVE_TOKENS", 4096, minimum=0)
 # Budget alerts: percentages of the day's and of each run's budgets (tenants may set their own).
 HARNESS_BUDGET_ALERT_THRESHOLDS = tuple(

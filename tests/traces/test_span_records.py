@@ -295,7 +295,8 @@ def test_a_policy_check_of_an_approval_stored_as_approval_reads_as_its_decision(
 
 def test_the_stored_names_are_the_records_fields_and_do_not_change():
     # Renaming a field renames what is stored: old rows would no longer read. This list is the
-    # stored contract (README "Traces"); a rename must add a reading of the old name instead.
+    # stored contract (docs/audit-and-masking.md, "Traces"); a rename must add a reading of the
+    # old name instead.
     assert records.HonestyCheck().attributes()["check"] == "honesty"
     assert {cls.__name__: [f.name for f in fields(cls)] for cls in RECORDS} == {
         "AgentSession": [
