@@ -31,7 +31,7 @@ from tools.mcp.pin import Pin
 
 METASCHEMA_PATH = Path(__file__).with_name("tool_file.schema.json")
 # The strictest rule among providers (OpenAI's function names).
-PROVIDER_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+PROVIDER_NAME_PATTERN = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 MIN_DESCRIPTION_LENGTH = 15
 
 
@@ -209,7 +209,8 @@ def _read_tool_file(
 
 def _semantic_faults(where: str, data: dict[str, Any]) -> list[ToolFileFault]:
     faults = []
-    if not PROVIDER_NAME_PATTERN.match(data["name"]):
+    # fullmatch: with ^…$ and match, "get_ticket\n" passed ($ matches before a final newline).
+    if not PROVIDER_NAME_PATTERN.fullmatch(data["name"]):
         faults.append(
             ToolFileFault(
                 where,
