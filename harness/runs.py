@@ -17,7 +17,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, close_old_connections, connection, transaction
 from django.utils import timezone
 
 from harness import webhooks
@@ -199,6 +199,10 @@ def drive_inline(run_id: uuid.UUID, deadline_s: float | None) -> Run:
 
     # The caller's context (its OpenTelemetry span among it) goes with the run to the thread.
     _driver_threads.submit(functools.partial(contextvars.copy_context().run, drive))
+    # While the request waits its connection is idle: with the pool (CONN_MAX_AGE 0) it goes
+    # back now, so that a sync run in flight holds one pooled connection, its driver's, not two.
+    if not connection.in_atomic_block:
+        close_old_connections()
     if not done.wait(timeout=deadline_s):
         driver.handoff.set()
     return Run.objects.get(id=run_id)

@@ -100,7 +100,7 @@ MIDDLEWARE = [
     "harness.body_limit.refuse_oversized_bodies",
     "django.middleware.security.SecurityMiddleware",
     "harness.api.middleware.refuse_unservable_requests",
-    "servestatic.middleware.ServeStaticMiddleware",
+    "harness.static_files.StaticFilesMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -160,6 +160,9 @@ if HARNESS_OIDC_ISSUER:
 
 ROOT_URLCONF = "harness.urls"
 WSGI_APPLICATION = "harness.wsgi.application"
+# The ASGI server (harness/asgi_handler.py): threads kept per web process for the requests' sync
+# work, as a threaded WSGI server's --threads; requests past it wait for one.
+HARNESS_ASGI_THREADS = env_int("HARNESS_ASGI_THREADS", 32, minimum=1)
 
 TEMPLATES = [
     {

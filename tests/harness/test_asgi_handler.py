@@ -1,9 +1,11 @@
-"""The shipped ASGI application runs a request's middleware and view in one thread hop.
+"""The shipped ASGI application does a request's sync work in one hop, on threads kept
+between requests.
 
 Django's own handler ran each middleware's hooks through ``sync_to_async`` (about a dozen
-crossings between the event loop and the request's thread per request), which made the shipped
-ASGI server slower than threaded WSGI on sync runs (issue 26). These tests drive
-``harness.asgi.application`` itself with ASGI messages and count the crossings.
+crossings between the event loop and the request's thread per request) on a thread made for
+that request, with a database connection object of its own, which made the shipped ASGI server
+slower than threaded WSGI on sync runs (issue 26). These tests drive
+``harness.asgi.application`` itself with ASGI messages.
 """
 
 from __future__ import annotations
@@ -14,8 +16,15 @@ import threading
 
 import pytest
 from asgiref import sync
+from django.core import signals
+from django.db import connections
+from django.http import HttpResponse
+from django.test import RequestFactory, override_settings
+from servestatic.middleware import ServeStaticMiddleware
 
+from harness.api.views import RunListView
 from harness.asgi import application
+from harness.static_files import StaticFilesMiddleware
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -71,20 +80,103 @@ def _call(path: str, headers: list[tuple[bytes, bytes]], monkeypatch) -> tuple[i
     return status, body, crossings
 
 
-def test_a_request_enters_its_thread_once_besides_the_signals(monkeypatch, acme):
-    status, body, crossings = _call(
-        "/api/v1/runs", [(b"authorization", f"Bearer {acme.key}".encode())], monkeypatch
-    )
+def _bearer(acme) -> list[tuple[bytes, bytes]]:
+    return [(b"authorization", f"Bearer {acme.key}".encode())]
+
+
+def test_a_request_enters_a_thread_once(monkeypatch, acme):
+    status, body, crossings = _call("/api/v1/runs", _bearer(acme), monkeypatch)
     assert status == 200, body
     assert "results" in json.loads(body)
-    # request_started; the middleware chain with the view; the rest of the chain after
-    # ServeStatic's middleware (async only: Django runs it on the loop); the response's close.
-    assert crossings == 4
+    # request_started, the middleware chain with the view, the response's close and
+    # request_finished: one hop (Django's handler made four, its async chain sixteen).
+    assert crossings == 1
 
 
-def test_an_error_response_still_goes_through_the_whole_chain(monkeypatch, acme):
+def test_an_error_response_still_goes_through_the_whole_chain_in_one_hop(monkeypatch, acme):
     status, body, crossings = _call("/api/v1/runs", [], monkeypatch)
     assert status == 401
     assert json.loads(body)["error"]["code"] == "unauthenticated"
-    # An error adds only the access log's line (Django logs a 4xx in a thread of its own).
-    assert crossings <= 5
+    assert crossings == 1
+
+
+@pytest.fixture
+def request_threads():
+    """Per request: the threads and connection objects its signals saw, in order."""
+    seen: list[tuple[str, int, int]] = []
+
+    def started(**_):
+        seen.append(("started", threading.get_ident(), id(connections["default"])))
+
+    def finished(**_):
+        seen.append(("finished", threading.get_ident(), id(connections["default"])))
+
+    signals.request_started.connect(started)
+    signals.request_finished.connect(finished)
+    yield seen
+    signals.request_started.disconnect(started)
+    signals.request_finished.disconnect(finished)
+
+
+def test_a_request_thread_and_its_connection_object_serve_the_next_request(
+    monkeypatch, acme, request_threads
+):
+    for _ in range(3):
+        status, body, _ = _call("/api/v1/runs", _bearer(acme), monkeypatch)
+        assert status == 200, body
+    assert [kind for kind, _, _ in request_threads] == ["started", "finished"] * 3
+    # One after another: each request found the last one's thread idle, and its connection
+    # object (Django's are per thread) with it.
+    assert len({thread for _, thread, _ in request_threads}) == 1
+    assert len({wrapper for _, _, wrapper in request_threads}) == 1
+    assert threading.get_ident() not in {thread for _, thread, _ in request_threads}
+
+
+def test_request_finished_runs_on_the_thread_whose_connection_the_view_used(
+    monkeypatch, acme, request_threads
+):
+    used: list[int] = []
+    monkeypatch.setattr(RunListView, "get", _recording(RunListView.get, used))
+    status, body, _ = _call("/api/v1/runs", _bearer(acme), monkeypatch)
+    assert status == 200, body
+    assert [thread for _, thread, _ in request_threads] == [used[0], used[0]]
+
+
+def _recording(view, used: list[int]):
+    def recorded(self, request, *args, **kwargs):
+        used.append(threading.get_ident())
+        return view(self, request, *args, **kwargs)
+
+    return recorded
+
+
+def test_api_requests_never_reach_servestatic_and_static_files_are_served(monkeypatch, acme):
+    asked: list[str] = []
+    original = ServeStaticMiddleware.__call__
+
+    async def counted(self, request):
+        asked.append(request.path_info)
+        return await original(self, request)
+
+    monkeypatch.setattr(ServeStaticMiddleware, "__call__", counted)
+    status, body, _ = _call("/api/v1/runs", _bearer(acme), monkeypatch)
+    assert status == 200, body
+    assert asked == []
+
+    # A file (from the apps' folders, as under DEBUG: the tests collect no static files).
+    passed_on: list[str] = []
+
+    def rest_of_the_chain(request):
+        passed_on.append(request.path_info)
+        return HttpResponse("from the view")
+
+    with override_settings(SERVESTATIC_USE_FINDERS=True):
+        middleware = StaticFilesMiddleware(rest_of_the_chain)
+    served = middleware(RequestFactory().get("/static/harness/favicon.svg"))
+    assert served.status_code == 200
+    assert served["Content-Type"].startswith("image/svg")
+    assert asked == ["/static/harness/favicon.svg"]
+    assert passed_on == []
+    assert middleware(RequestFactory().get("/api/v1/runs")).content == b"from the view"
+    assert asked == ["/static/harness/favicon.svg"]
+    assert passed_on == ["/api/v1/runs"]

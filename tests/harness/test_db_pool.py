@@ -1,8 +1,10 @@
 """The per-process PostgreSQL connection pool (``HARNESS_DB_POOL``, docs/configuration.md).
 
-Under the shipped ASGI server every request runs on a thread of its own, so Django's persistent
-connections are off there (``CONN_MAX_AGE=0``), and before the pool every sync run opened a new
-connection (a new PostgreSQL server process, its prepared statements lost). The settings tests
+Under the shipped ASGI server every request ran on a thread of its own (Django's handler), so
+Django's persistent connections were off there (``CONN_MAX_AGE=0``), and before the pool every
+sync run opened a new connection (a new PostgreSQL server process, its prepared statements
+lost). The request threads are kept now (harness/asgi_handler.py), so persistent connections
+work there too. The settings tests
 load ``harness/settings/base.py`` afresh under a given environment; the server test starts the
 shipped command (gunicorn with uvicorn workers) on the test database and counts the sessions
 PostgreSQL opened while it served sync runs.
@@ -23,13 +25,14 @@ import psycopg
 import pytest
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db import connection
+from django.db import connection, connections
 from django.db.backends.postgresql.base import DatabaseWrapper
 from django.db.utils import ConnectionHandler
 from hypothesis import given
 from hypothesis import strategies as st
 
 from harness.api_keys import create_api_key
+from harness.models import Tenant
 from tests.runs import QUESTION
 from tests.support.servers import serve
 from tests.worker import database_url
@@ -253,6 +256,60 @@ def test_the_shipped_server_reuses_connections_across_sync_runs(
     else:
         assert opened >= SYNC_RUNS, opened  # what the pool saves: one or more per run
     connection.close()
+
+
+@on_postgresql
+def test_with_persistent_connections_the_shipped_server_keeps_a_request_threads_connection(
+    demo, django_db_blocker, tmp_path_factory
+) -> None:
+    """Without the pool but with ``CONN_MAX_AGE``, requests one after another are served by one
+    kept request thread and its connection: Django's ASGI handler gave each request a new
+    thread, so each opened a session of its own."""
+    key = create_api_key("acme", "persistent").secret
+    env = {"HARNESS_DB_POOL": "off", "HARNESS_DB_CONN_MAX_AGE": "60"}
+    with (
+        shipped_server(django_db_blocker, tmp_path_factory, **env) as url,
+        httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}) as client,
+        psycopg.connect(database_url(), autocommit=True) as watcher,
+    ):
+        assert client.get("/api/v1/runs?limit=1").status_code == 200
+        before = _sessions(watcher)
+        for _ in range(10):
+            response = client.get("/api/v1/runs?limit=1")
+            assert response.status_code == 200, response.text
+        opened = _sessions(watcher) - before
+    assert opened == 0, f"{opened} new sessions for 10 requests"
+    connection.close()
+
+
+@on_postgresql
+@pytest.mark.django_db(transaction=True)
+def test_a_sync_request_gives_its_pooled_connection_back_while_its_run_is_driven(
+    demo, monkeypatch
+) -> None:
+    """A sync run in flight holds one pooled connection (its driver's), not two: the request's
+    own goes back to the pool while it waits for the run."""
+    from harness import runs
+
+    assert settings.DATABASES["default"]["OPTIONS"].get("pool"), "the pool is on by default"
+    requests_connection = connections["default"]
+    seen: list[bool] = []
+    drive = runs.drive_run
+
+    def watched(*args, **kwargs):
+        deadline = time.monotonic() + 2
+        while requests_connection.connection is not None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        seen.append(requests_connection.connection is None)
+        return drive(*args, **kwargs)
+
+    monkeypatch.setattr(runs, "drive_run", watched)
+    run, _ = runs.start_run(
+        Tenant.objects.get(slug="acme"),
+        runs.RunRequest(agent="ticket-assistant", user_id="bob", input=QUESTION, mode="sync"),
+    )
+    assert run.status == "succeeded"
+    assert seen == [True]
 
 
 @on_postgresql
