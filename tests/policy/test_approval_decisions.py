@@ -35,6 +35,7 @@ from policy.services import (
     get_approval,
     has_pending_approvals,
     list_approvals,
+    list_waiting_approvals,
     save_approvals,
 )
 from tests.factories import create_tenant
@@ -162,6 +163,40 @@ def test_the_listing_and_the_pending_flag_follow_the_run(run):
     decide(run, call_id="call_1_2", approve=False)
     assert not has_pending_approvals(str(run.id))
     assert get_approval(one.pk).status == "approved"
+
+
+def test_the_waiting_list_holds_the_pending_calls_not_expired_of_the_tenants_asked_soonest_first(
+    run,
+):
+    """What the console's dashboard shows: the calls still waiting for a decision."""
+    now = timezone.now()
+    waiting = {}
+    # Created in this order, to expire in another: neither order of creation is the list's.
+    for tenant, call_id, expires_in in (
+        ("acme", "call_1_1", 20),
+        ("globex", "call_1_2", 10),
+        ("acme", "call_1_3", 30),
+        ("initech", "call_1_4", 5),
+        ("acme", "call_1_5", 0),  # expires now: no longer waiting, expiry or not
+        ("acme", "call_1_6", -5),  # past its expiry, not yet closed by the expiry job
+        ("acme", "call_1_7", 15),  # decided
+    ):
+        approval = held(run, call_id)
+        ToolApproval.objects.filter(pk=approval.pk).update(
+            tenant=tenant,
+            expires_at=now + timedelta(seconds=expires_in),
+            created_at=now + timedelta(seconds=len(waiting)),
+        )
+        waiting[call_id] = approval.pk
+    ToolApproval.objects.filter(call_id="call_1_7").update(status="approved", decided_by="ann")
+
+    def listed(tenants, limit=10):
+        return [a.call_id for a in list_waiting_approvals(tenants, now, limit)]
+
+    assert listed(None) == ["call_1_4", "call_1_2", "call_1_1", "call_1_3"]
+    assert listed({"globex", "acme"}) == ["call_1_2", "call_1_1", "call_1_3"]
+    assert listed({"acme"}, limit=1) == ["call_1_1"]
+    assert listed(set()) == []
 
 
 # --- Deciding ------------------------------------------------------------------------------------
