@@ -209,9 +209,9 @@ def test_an_approval_records_who_when_and_why_and_signals_after_commit(
     signalled = []
 
     def receiver(sender, approval_id, **kwargs):
-        signalled.append(approval_id)
+        signalled.append((sender, approval_id))
 
-    approval_decided.connect(receiver)
+    approval_decided.connect(receiver, sender=ToolApproval)  # as a receiver of this model's
     try:
         with django_capture_on_commit_callbacks(execute=True):
             before = timezone.now()
@@ -226,7 +226,7 @@ def test_an_approval_records_who_when_and_why_and_signals_after_commit(
     )
     assert before <= approval.decided_at <= timezone.now()
     assert (approval.edited_arguments, approval.edited_arguments_sha256) == (None, "")
-    assert signalled == [approval.pk]
+    assert signalled == [(ToolApproval, approval.pk)]
 
 
 def test_a_denial_is_recorded_as_denied(run):
@@ -511,6 +511,37 @@ def test_a_decision_after_the_expiry_is_refused_as_expired(run):
     assert ToolApproval.objects.get().status == "expired"
 
 
+def test_a_decision_at_the_instant_of_its_expiry_is_refused_as_expired(run, monkeypatch):
+    """The expiry is inclusive, as ``expire_approvals``' (``expires_at <= now``)."""
+    instant = timezone.now()
+    monkeypatch.setattr(timezone, "now", lambda: instant)
+    held(run)
+    ToolApproval.objects.update(expires_at=instant)
+
+    with pytest.raises(ApprovalAlreadyDecided) as caught:
+        decide(run, edit=pytest.fail)
+
+    assert caught.value.details == {"status": "expired", "decided_by": "expiry"}
+    assert ToolApproval.objects.get().status == "expired"
+
+
+def test_a_decision_closes_its_own_call_and_leaves_other_overdue_calls_to_the_expiry(
+    run, django_capture_on_commit_callbacks
+):
+    held(run, "call_1_1")
+    held(run, "call_1_2")
+    ToolApproval.objects.filter(call_id="call_1_2").update(
+        expires_at=timezone.now() - timedelta(seconds=1)
+    )
+
+    with django_capture_on_commit_callbacks() as callbacks:
+        assert decide(run, call_id="call_1_1").status == "approved"
+
+    assert len(callbacks) == 1  # one closer, one signal
+    assert ToolApproval.objects.get(call_id="call_1_2").status == "pending"
+    assert expire_approvals() == 1
+
+
 # --- Decision guards -----------------------------------------------------------------------------
 
 
@@ -548,7 +579,10 @@ def test_a_decision_racing_the_expiry_loses_if_the_expiry_closed_first(run, monk
     with pytest.raises(ApprovalAlreadyDecided) as caught:
         decide(run, comment="too late")
 
-    assert caught.value.details == {"status": "expired", "decided_by": "expiry"}
+    assert (caught.value.message, caught.value.details) == (
+        "The call was already expired by expiry.",
+        {"status": "expired", "decided_by": "expiry"},
+    )
     closed = ToolApproval.objects.get()
     assert (closed.status, closed.decided_by, closed.comment) == (
         "expired",
