@@ -165,6 +165,26 @@ def test_the_listing_and_the_pending_flag_follow_the_run(run):
     assert get_approval(one.pk).status == "approved"
 
 
+def test_the_listing_is_in_the_order_calls_were_held_rounds_in_order_at_the_same_instant(run):
+    first = held(run, "call_1_1")
+    held(run, "call_1_1", arguments=EDITED, round=2)
+    held(run, "call_2_1")  # held after the edit: listed after it, though a round 1
+    at_once = [held(run, "call_3_1", arguments=EDITED, round=2), held(run, "call_3_1")]
+    ToolApproval.objects.filter(pk__in=[a.pk for a in at_once]).update(
+        created_at=first.created_at + timedelta(seconds=10)
+    )
+
+    listed = [(a.call_id, a.round) for a in list_approvals(TENANT, str(run.id))]
+
+    assert listed == [
+        ("call_1_1", 1),
+        ("call_1_1", 2),
+        ("call_2_1", 1),
+        ("call_3_1", 1),
+        ("call_3_1", 2),
+    ]
+
+
 def test_the_waiting_list_holds_the_pending_calls_not_expired_of_the_tenants_asked_soonest_first(
     run,
 ):
