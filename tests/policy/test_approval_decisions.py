@@ -257,6 +257,12 @@ def test_a_denial_is_recorded_as_denied(run):
     assert (approval.status, approval.decided_by, approval.comment) == ("denied", "ann", "no")
 
 
+def test_a_decision_without_a_comment_records_none(run):
+    held(run)
+
+    assert decide(run).comment == ""
+
+
 def test_an_approval_with_edited_arguments_records_both_versions(run):
     held(run)
     seen = []
