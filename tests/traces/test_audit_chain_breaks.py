@@ -231,6 +231,26 @@ def test_a_few_runs_whose_audit_is_gone_are_all_named():
     assert AuditChainHead.objects.filter(tenant="acme").count() == 0
 
 
+def test_runs_that_made_no_model_call_need_no_audit():
+    spans_without_audit(2, SpanKind.TOOL_CALL)
+
+    assert verify_chain("acme") == ChainReport("acme", 0, 0, 0, None, 0, 0)
+
+
+def test_a_tenant_left_with_only_its_checkpoint_is_verified_with_the_others():
+    long_ago = timezone.now() - timedelta(days=1000)
+    write_run(1, created_at=long_ago)
+    write_run(2, created_at=long_ago, tenant="globex")
+    delete_expired_traces(now=timezone.now())
+    tamper("DELETE FROM traces_auditchainhead WHERE tenant = 'acme'")  # all but the checkpoint
+
+    ok, output = verify()
+
+    assert not ok
+    assert "acme: BROKEN at link 1: the chain has links but no head\n" in output
+    assert "globex: ok, 0 records verified after checkpoint 1" in output
+
+
 # --- Exported heads, after retention and against a cut-back chain -------------------------------
 
 
