@@ -112,6 +112,7 @@ def test_a_held_call_binds_to_the_canonical_sha256_of_its_exact_arguments(run, s
     assert approval.arguments_sha256 == canonical_sha256(arguments)
     assert approval.arguments == {"z": 1, "a": "[masked]"}  # what approvers are shown
     assert (approval.status, approval.round, approval.self_approval) == ("pending", 1, False)
+    assert approval.sealed_arguments == ""  # round 1: the model's own, read from the conversation
     assert (approval.tool, approval.user_id, approval.tenant) == ("update_ticket", "bob", TENANT)
     assert (approval.rule, approval.policy_version) == ("default-escalation-approval", 3)
     assert approval.reason == "update_ticket with action='escalate'"
@@ -163,6 +164,8 @@ def test_the_listing_and_the_pending_flag_follow_the_run(run):
     decide(run, call_id="call_1_2", approve=False)
     assert not has_pending_approvals(str(run.id))
     assert get_approval(one.pk).status == "approved"
+    held(Run.objects.create(request_id="o" * 32, tenant=run.tenant, input="", max_steps=1))
+    assert not has_pending_approvals(str(run.id))  # another run's held call is not this one's
 
 
 def test_the_listing_is_in_the_order_calls_were_held_rounds_in_order_at_the_same_instant(run):
