@@ -626,3 +626,23 @@ def test_anchoring_appends_one_link_per_head_and_moves_the_signed_head():
     )
     assert AuditChainHead.objects.get(tenant="acme").sequence == 2
     assert verify_chain("acme", ended={run}).ok
+
+
+def test_an_ended_run_before_others_must_end_in_a_final_link_too():
+    paused, chain = unlinked_run(1, 2)
+    anchor_run(paused, "acme", chain.head)  # link 1, not final: then the run ended
+    ended = write_run(2)
+
+    assert verify_chain("acme", ended={paused, ended}).broken == ChainBreak(
+        1,
+        f"run {paused} has ended but its last link is not final",
+        request_id=paused,
+        level="tenant",
+    )
+
+
+def test_of_runs_deleted_whole_the_first_linked_is_named_whatever_their_ids():
+    later_id, earlier_id = write_run(5), write_run(3)  # links 1 and 2
+    tamper("DELETE FROM traces_auditrecord WHERE tenant = 'acme'")
+
+    assert verify_chain("acme").broken.request_id == later_id != earlier_id
