@@ -111,6 +111,7 @@ MODULES: dict[str, Module] = {
             "tests/traces/test_retention.py",
             "tests/security/test_sealing_keys.py::"
             "test_audit_heads_signed_with_an_older_key_verify_while_it_is_listed",
+            "tests/security/test_audit_missing_runs.py",
         ),
     ),
     # The masker, in four parts with their own tests and figures (one part's run is feasible in

@@ -35,6 +35,7 @@ from policy.services import (
     get_approval,
     has_pending_approvals,
     list_approvals,
+    list_waiting_approvals,
     save_approvals,
 )
 from tests.factories import create_tenant
@@ -111,6 +112,7 @@ def test_a_held_call_binds_to_the_canonical_sha256_of_its_exact_arguments(run, s
     assert approval.arguments_sha256 == canonical_sha256(arguments)
     assert approval.arguments == {"z": 1, "a": "[masked]"}  # what approvers are shown
     assert (approval.status, approval.round, approval.self_approval) == ("pending", 1, False)
+    assert approval.sealed_arguments == ""  # round 1: the model's own, read from the conversation
     assert (approval.tool, approval.user_id, approval.tenant) == ("update_ticket", "bob", TENANT)
     assert (approval.rule, approval.policy_version) == ("default-escalation-approval", 3)
     assert approval.reason == "update_ticket with action='escalate'"
@@ -162,6 +164,62 @@ def test_the_listing_and_the_pending_flag_follow_the_run(run):
     decide(run, call_id="call_1_2", approve=False)
     assert not has_pending_approvals(str(run.id))
     assert get_approval(one.pk).status == "approved"
+    held(Run.objects.create(request_id="o" * 32, tenant=run.tenant, input="", max_steps=1))
+    assert not has_pending_approvals(str(run.id))  # another run's held call is not this one's
+
+
+def test_the_listing_is_in_the_order_calls_were_held_rounds_in_order_at_the_same_instant(run):
+    first = held(run, "call_1_1")
+    held(run, "call_1_1", arguments=EDITED, round=2)
+    held(run, "call_2_1")  # held after the edit: listed after it, though a round 1
+    at_once = [held(run, "call_3_1", arguments=EDITED, round=2), held(run, "call_3_1")]
+    ToolApproval.objects.filter(pk__in=[a.pk for a in at_once]).update(
+        created_at=first.created_at + timedelta(seconds=10)
+    )
+
+    listed = [(a.call_id, a.round) for a in list_approvals(TENANT, str(run.id))]
+
+    assert listed == [
+        ("call_1_1", 1),
+        ("call_1_1", 2),
+        ("call_2_1", 1),
+        ("call_3_1", 1),
+        ("call_3_1", 2),
+    ]
+
+
+def test_the_waiting_list_holds_the_pending_calls_not_expired_of_the_tenants_asked_soonest_first(
+    run,
+):
+    """What the console's dashboard shows: the calls still waiting for a decision."""
+    now = timezone.now()
+    waiting = {}
+    # Created in this order, to expire in another: neither order of creation is the list's.
+    for tenant, call_id, expires_in in (
+        ("acme", "call_1_1", 20),
+        ("globex", "call_1_2", 10),
+        ("acme", "call_1_3", 30),
+        ("initech", "call_1_4", 5),
+        ("acme", "call_1_5", 0),  # expires now: no longer waiting, expiry or not
+        ("acme", "call_1_6", -5),  # past its expiry, not yet closed by the expiry job
+        ("acme", "call_1_7", 15),  # decided
+    ):
+        approval = held(run, call_id)
+        ToolApproval.objects.filter(pk=approval.pk).update(
+            tenant=tenant,
+            expires_at=now + timedelta(seconds=expires_in),
+            created_at=now + timedelta(seconds=len(waiting)),
+        )
+        waiting[call_id] = approval.pk
+    ToolApproval.objects.filter(call_id="call_1_7").update(status="approved", decided_by="ann")
+
+    def listed(tenants, limit=10):
+        return [a.call_id for a in list_waiting_approvals(tenants, now, limit)]
+
+    assert listed(None) == ["call_1_4", "call_1_2", "call_1_1", "call_1_3"]
+    assert listed({"globex", "acme"}) == ["call_1_2", "call_1_1", "call_1_3"]
+    assert listed({"acme"}, limit=1) == ["call_1_1"]
+    assert listed(set()) == []
 
 
 # --- Deciding ------------------------------------------------------------------------------------
@@ -174,9 +232,9 @@ def test_an_approval_records_who_when_and_why_and_signals_after_commit(
     signalled = []
 
     def receiver(sender, approval_id, **kwargs):
-        signalled.append(approval_id)
+        signalled.append((sender, approval_id))
 
-    approval_decided.connect(receiver)
+    approval_decided.connect(receiver, sender=ToolApproval)  # as a receiver of this model's
     try:
         with django_capture_on_commit_callbacks(execute=True):
             before = timezone.now()
@@ -191,7 +249,7 @@ def test_an_approval_records_who_when_and_why_and_signals_after_commit(
     )
     assert before <= approval.decided_at <= timezone.now()
     assert (approval.edited_arguments, approval.edited_arguments_sha256) == (None, "")
-    assert signalled == [approval.pk]
+    assert signalled == [(ToolApproval, approval.pk)]
 
 
 def test_a_denial_is_recorded_as_denied(run):
@@ -200,6 +258,12 @@ def test_a_denial_is_recorded_as_denied(run):
     approval = decide(run, approve=False, comment="no")
 
     assert (approval.status, approval.decided_by, approval.comment) == ("denied", "ann", "no")
+
+
+def test_a_decision_without_a_comment_records_none(run):
+    held(run)
+
+    assert decide(run).comment == ""
 
 
 def test_an_approval_with_edited_arguments_records_both_versions(run):
@@ -476,6 +540,37 @@ def test_a_decision_after_the_expiry_is_refused_as_expired(run):
     assert ToolApproval.objects.get().status == "expired"
 
 
+def test_a_decision_at_the_instant_of_its_expiry_is_refused_as_expired(run, monkeypatch):
+    """The expiry is inclusive, as ``expire_approvals``' (``expires_at <= now``)."""
+    instant = timezone.now()
+    monkeypatch.setattr(timezone, "now", lambda: instant)
+    held(run)
+    ToolApproval.objects.update(expires_at=instant)
+
+    with pytest.raises(ApprovalAlreadyDecided) as caught:
+        decide(run, edit=pytest.fail)
+
+    assert caught.value.details == {"status": "expired", "decided_by": "expiry"}
+    assert ToolApproval.objects.get().status == "expired"
+
+
+def test_a_decision_closes_its_own_call_and_leaves_other_overdue_calls_to_the_expiry(
+    run, django_capture_on_commit_callbacks
+):
+    held(run, "call_1_1")
+    held(run, "call_1_2")
+    ToolApproval.objects.filter(call_id="call_1_2").update(
+        expires_at=timezone.now() - timedelta(seconds=1)
+    )
+
+    with django_capture_on_commit_callbacks() as callbacks:
+        assert decide(run, call_id="call_1_1").status == "approved"
+
+    assert len(callbacks) == 1  # one closer, one signal
+    assert ToolApproval.objects.get(call_id="call_1_2").status == "pending"
+    assert expire_approvals() == 1
+
+
 # --- Decision guards -----------------------------------------------------------------------------
 
 
@@ -513,7 +608,10 @@ def test_a_decision_racing_the_expiry_loses_if_the_expiry_closed_first(run, monk
     with pytest.raises(ApprovalAlreadyDecided) as caught:
         decide(run, comment="too late")
 
-    assert caught.value.details == {"status": "expired", "decided_by": "expiry"}
+    assert (caught.value.message, caught.value.details) == (
+        "The call was already expired by expiry.",
+        {"status": "expired", "decided_by": "expiry"},
+    )
     closed = ToolApproval.objects.get()
     assert (closed.status, closed.decided_by, closed.comment) == (
         "expired",

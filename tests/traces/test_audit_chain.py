@@ -464,6 +464,14 @@ def test_normalising_keeps_what_json_keeps_and_names_non_finite_numbers():
         normalize_json({math.nan: 1})
 
 
+def test_keys_of_every_type_are_named_as_json_names_them_and_others_by_their_text():
+    keys = {False: 1, True: 2, None: 3, 7: 4, 2.5: 5}
+
+    assert normalize_json(keys) == json.loads(json.dumps(keys))
+    assert normalize_json(keys) == {"false": 1, "true": 2, "null": 3, "7": 4, "2.5": 5}
+    assert normalize_json({Decimal("2.50"): 1, ("t", 1): 2}) == {"2.50": 1, "('t', 1)": 2}
+
+
 def test_the_pointer_of_a_non_finite_number_is_that_of_the_first_one_met():
     cases = [
         ({"x/y": {"~": [1, math.inf]}}, "/x~1y/~0/1"),

@@ -12,11 +12,16 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from tests.security.test_audit_final_links import rehash_from, triggers_bypassed
 from tests.traces.test_audit_chain import tamper, verify
 from traces import chain as chain_module
 from traces.chain import (
+    GENESIS_HASH,
+    ChainBreak,
+    ChainReport,
     RunChain,
     anchor_run,
+    finalize_run,
     hash_of_link,
     insert_records,
     register_ended_runs,
@@ -226,6 +231,26 @@ def test_a_few_runs_whose_audit_is_gone_are_all_named():
     assert AuditChainHead.objects.filter(tenant="acme").count() == 0
 
 
+def test_runs_that_made_no_model_call_need_no_audit():
+    spans_without_audit(2, SpanKind.TOOL_CALL)
+
+    assert verify_chain("acme") == ChainReport("acme", 0, 0, 0, None, 0, 0)
+
+
+def test_a_tenant_left_with_only_its_checkpoint_is_verified_with_the_others():
+    long_ago = timezone.now() - timedelta(days=1000)
+    write_run(1, created_at=long_ago)
+    write_run(2, created_at=long_ago, tenant="globex")
+    delete_expired_traces(now=timezone.now())
+    tamper("DELETE FROM traces_auditchainhead WHERE tenant = 'acme'")  # all but the checkpoint
+
+    ok, output = verify()
+
+    assert not ok
+    assert "acme: BROKEN at link 1: the chain has links but no head\n" in output
+    assert "globex: ok, 0 records verified after checkpoint 1" in output
+
+
 # --- Exported heads, after retention and against a cut-back chain -------------------------------
 
 
@@ -359,3 +384,265 @@ def test_an_expected_head_signed_by_another_deployment_is_refused(tmp_path):
         "acme: NOT EXTENDING the expected head: the expected head's signature does not match (not "
         "exported by this deployment)\n"
     ) in output
+
+
+# --- Whole reports: each kind of break, written and verified without a run --------------------
+
+
+def expired_prefix() -> list[str]:
+    """Runs 1 and 2 expired and deleted by retention (its checkpoint at link 2); runs 3, 4 and
+    5 (3, 4 and 5 records) kept."""
+    long_ago = timezone.now() - timedelta(days=1000)
+    for n in (1, 2):
+        write_run(n, records=2, created_at=long_ago)
+    kept = [write_run(n, records=n) for n in (3, 4, 5)]
+    delete_expired_traces(now=timezone.now())
+    assert AuditCheckpoint.objects.get(tenant="acme").sequence == 2
+    return kept
+
+
+def test_a_chain_verified_after_a_checkpoint_reports_where_it_started_and_ended():
+    kept = expired_prefix()
+
+    assert verify_chain("acme", ended=set(kept)) == ChainReport("acme", 12, 2, 5, None, 3, 3)
+
+
+def test_a_forged_checkpoint_stops_verification_where_it_claims_to_be():
+    expired_prefix()
+    tamper("UPDATE traces_auditcheckpoint SET hash = %s WHERE tenant = 'acme'", "f" * 64)
+
+    assert verify_chain("acme") == ChainReport(
+        "acme",
+        0,
+        2,
+        2,
+        ChainBreak(2, "the retention checkpoint's signature does not match", level="tenant"),
+    )
+
+
+def test_a_link_edited_after_a_checkpoint_is_named_with_the_links_verified_before_it():
+    kept = expired_prefix()
+    tamper("UPDATE traces_auditrunlink SET run_hash = %s WHERE sequence = 4", "f" * 64)
+
+    assert verify_chain("acme") == ChainReport(
+        "acme",
+        0,
+        2,
+        3,
+        ChainBreak(
+            4, "its content does not match its hash (edited)", request_id=kept[1], level="tenant"
+        ),
+        links=1,
+    )
+
+
+def test_a_head_deleted_after_a_checkpoint_is_named_with_every_link_verified():
+    expired_prefix()
+    tamper("DELETE FROM traces_auditchainhead WHERE tenant = 'acme'")
+
+    assert verify_chain("acme") == ChainReport(
+        "acme", 0, 2, 5, ChainBreak(5, "the chain has links but no head", level="tenant"), links=3
+    )
+
+
+def test_a_head_with_a_forged_signature_is_named_at_its_sequence():
+    write_run(1)
+    write_run(2)
+    tamper("UPDATE traces_auditchainhead SET signature = %s WHERE tenant = 'acme'", "0" * 64)
+
+    assert verify_chain("acme") == ChainReport(
+        "acme",
+        0,
+        0,
+        2,
+        ChainBreak(2, "the chain head's signature does not match", level="tenant"),
+        links=2,
+    )
+
+
+def test_of_several_runs_deleted_whole_the_first_linked_is_named():
+    first, second, third = (write_run(n, records=3) for n in (1, 2, 3))
+    tamper("DELETE FROM traces_auditrecord WHERE request_id IN (%s, %s)", third, second)
+
+    assert verify_chain("acme") == ChainReport(
+        "acme",
+        3,
+        0,
+        3,
+        ChainBreak(
+            2,
+            f"run {second} has no audit records left: the whole run was deleted",
+            request_id=second,
+            level="tenant",
+        ),
+        3,
+        1,
+    )
+    assert AuditRecord.objects.filter(request_id=first).count() == 3
+
+
+def test_a_record_appended_after_a_final_link_is_named_with_the_link_it_follows():
+    run = write_run(1, records=3)
+    forged = RunChain(run, "acme").link("f" * 16, "tool_io", {"forged": True})
+    with triggers_bypassed():
+        insert_records([forged])
+
+    assert verify_chain("acme", ended={run}) == ChainReport(
+        "acme",
+        3,
+        0,
+        1,
+        ChainBreak(
+            4,
+            "it was appended after the run's final link (link 1, at record 3): the run had ended",
+            record_id=AuditRecord.objects.get(request_id=run, sequence=4).pk,
+            request_id=run,
+        ),
+        1,
+        1,
+    )
+
+
+def test_a_run_rewritten_whole_is_named_by_the_link_to_its_last_record():
+    run = write_run(1, records=3)
+    rehash_from(run, 2, {"rewritten": True})
+
+    assert verify_chain("acme") == ChainReport(
+        "acme",
+        2,
+        0,
+        1,
+        ChainBreak(
+            1,
+            f"it names record 3 of run {run} with another hash (the run was rewritten)",
+            request_id=run,
+            level="tenant",
+        ),
+        1,
+        1,
+    )
+
+
+def unlinked_run(number: int, records: int) -> tuple[str, RunChain]:
+    request_id = f"{number:032x}"
+    chain = RunChain(request_id, "acme", new=True)
+    insert_records([chain.link(f"{i:016x}", "tool_io", {"i": i}) for i in range(records)])
+    return request_id, chain
+
+
+def test_a_run_still_going_verifies_unlinked_without_a_head():
+    run, _ = unlinked_run(1, 3)
+
+    for ended in (None, set(), {"another run"}):
+        assert verify_chain("acme", ended=ended) == ChainReport("acme", 3, 0, 0, None, 0, 1)
+    assert not AuditChainHead.objects.exists()
+    assert not verify_chain("acme", ended={run}).ok
+
+
+def test_an_ended_run_never_linked_is_named_from_its_first_record():
+    run, _ = unlinked_run(1, 3)
+
+    assert verify_chain("acme", ended={run}).broken == ChainBreak(
+        1,
+        "the run has ended but records 1 to 3 are not linked into the tenant's chain (appended "
+        "after its end, or its end was never linked: no final link)",
+        request_id=run,
+    )
+
+
+def test_an_ended_run_with_one_record_after_its_last_link_names_that_record():
+    run, chain = unlinked_run(1, 3)
+    anchor_run(run, "acme", chain.head)  # a pause
+    insert_records([chain.link("f" * 16, "tool_io", {"after": "the pause"})])
+
+    assert verify_chain("acme", ended={run}).broken == ChainBreak(
+        4,
+        "the run has ended but record 4 are not linked into the tenant's chain (appended after "
+        "its end, or its end was never linked: no final link)",
+        request_id=run,
+    )
+
+
+def test_an_ended_runs_last_link_must_be_final_from_the_heads_final_links_from_on():
+    ended = write_run(1)
+    paused, chain = unlinked_run(2, 2)
+    anchor_run(paused, "acme", chain.head)  # link 2, not final: then the run ended
+    not_final = ChainBreak(
+        2,
+        f"run {paused} has ended but its last link is not final",
+        request_id=paused,
+        level="tenant",
+    )
+
+    assert verify_chain("acme", ended={ended, paused}).broken == not_final  # from link 1 on
+    AuditChainHead.objects.filter(tenant="acme").update(final_links_from=2)
+    assert verify_chain("acme", ended={ended, paused}).broken == not_final
+    AuditChainHead.objects.filter(tenant="acme").update(final_links_from=3)
+    assert verify_chain("acme", ended={ended, paused}).ok  # written before final links existed
+
+
+def test_a_run_paused_then_ended_at_the_same_record_is_closed_by_its_final_link():
+    run, chain = unlinked_run(1, 3)
+    anchor_run(run, "acme", chain.head)
+    anchor_run(run, "acme", chain.head, final=True)
+
+    pause, final = AuditRunLink.objects.filter(tenant="acme").order_by("sequence")
+    assert (pause.run_sequence, pause.final, final.run_sequence, final.final) == (3, False, 3, True)
+    assert verify_chain("acme", ended={run}) == ChainReport("acme", 3, 0, 2, None, 2, 1)
+
+
+def test_anchoring_appends_one_link_per_head_and_moves_the_signed_head():
+    run, chain = unlinked_run(1, 3)
+    anchor_run(run, "acme", (0, GENESIS_HASH))  # nothing to link: not even a head
+    assert not AuditChainHead.objects.exists()
+
+    anchor_run(run, "acme", chain.head)
+    anchor_run(run, "acme", chain.head)  # linked already
+
+    [link] = AuditRunLink.objects.filter(tenant="acme")
+    assert (link.sequence, link.request_id, link.run_sequence, link.run_hash) == (
+        1,
+        run,
+        3,
+        chain.head[1],
+    )
+    assert (link.prev_hash, link.final, link.hash) == (GENESIS_HASH, False, hash_of_link(link))
+    head = AuditChainHead.objects.get(tenant="acme")
+    assert (head.sequence, head.hash, head.signature) == (
+        1,
+        link.hash,
+        sign_link("head", "acme", 1, link.hash),
+    )
+
+    finalize_run(run, "acme")  # the run ended without its driver: its last record, final
+    finalize_run(run, "acme")
+
+    final = AuditRunLink.objects.get(tenant="acme", sequence=2)
+    assert (final.run_sequence, final.run_hash, final.prev_hash, final.final) == (
+        3,
+        chain.head[1],
+        link.hash,
+        True,
+    )
+    assert AuditChainHead.objects.get(tenant="acme").sequence == 2
+    assert verify_chain("acme", ended={run}).ok
+
+
+def test_an_ended_run_before_others_must_end_in_a_final_link_too():
+    paused, chain = unlinked_run(1, 2)
+    anchor_run(paused, "acme", chain.head)  # link 1, not final: then the run ended
+    ended = write_run(2)
+
+    assert verify_chain("acme", ended={paused, ended}).broken == ChainBreak(
+        1,
+        f"run {paused} has ended but its last link is not final",
+        request_id=paused,
+        level="tenant",
+    )
+
+
+def test_of_runs_deleted_whole_the_first_linked_is_named_whatever_their_ids():
+    later_id, earlier_id = write_run(5), write_run(3)  # links 1 and 2
+    tamper("DELETE FROM traces_auditrecord WHERE tenant = 'acme'")
+
+    assert verify_chain("acme").broken.request_id == later_id != earlier_id
