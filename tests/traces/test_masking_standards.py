@@ -193,3 +193,25 @@ def test_a_runs_first_character_is_what_backslash_d_matches_in_the_bmp_or_any_as
     assert [c for c in plane if first.fullmatch(c)] == [c for c in plane if re.match(r"\d", c)]
     for astral in ("\U00010000", "\U0001d7ce", "\U0010ffff"):
         assert first.fullmatch(astral)
+
+
+def test_a_resident_id_a_character_longer_or_with_another_check_digit_is_none():
+    from stdnum.cn import ric
+
+    from traces.masking import checks
+
+    valid = standards.resident_id("310115", standards.datetime.date(1990, 3, 7), 123)
+    other = valid[:17] + ("1" if valid[17] == "0" else "0")
+    # 19 digits, a valid area and birth date, whose 18th is the check digit the library
+    # computes for the whole value: only the length tells it is none.
+    longer = next(
+        v
+        for n in range(1000)
+        for c in "0123456789"
+        if ric.calc_check_digit(v := f"31011519900307{n:03d}{c}0") == c
+    )
+
+    assert checks.cn_resident_id_ok(valid)
+    assert not checks.cn_resident_id_ok(longer)
+    assert not checks.cn_resident_id_ok(other)
+    assert not checks.cn_resident_id_ok(valid[:5] + "A" + valid[6:])
