@@ -497,13 +497,13 @@ def main() -> int:
         module = MODULES[name]
         root = SCRATCH / name
         if not args.report_only:
-            retest = []
-            if args.retest:
-                retest = [k for k, v in results(root, module).items() if v not in KILLED]
             root = prepare(name, module, args.fresh)
             if not args.fresh:
                 credited = seed(name, module, root)
                 print(f"{name}: {credited} results carried over from the ledger", flush=True)
+            retest = []
+            if args.retest:  # after the seeding: on a new machine, the ledger's survivors
+                retest = [k for k, v in results(root, module).items() if v not in KILLED]
             started = time.monotonic()
             finished = run(root, args.budget_s, retest) if retest or not args.retest else True
             spent = time.monotonic() - started
