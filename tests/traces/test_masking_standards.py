@@ -215,3 +215,11 @@ def test_a_resident_id_a_character_longer_or_with_another_check_digit_is_none():
     assert not checks.cn_resident_id_ok(longer)
     assert not checks.cn_resident_id_ok(other)
     assert not checks.cn_resident_id_ok(valid[:5] + "A" + valid[6:])
+
+
+def test_a_card_number_is_checked_as_written_with_its_separators():
+    from traces.masking import checks
+
+    for written in standards.card_groupings("4242424242424242"):
+        assert checks.card_ok(written), written
+        assert not checks.card_ok(written[:-1] + "3"), written
