@@ -67,16 +67,16 @@ def test_each_pattern_of_the_finding_is_refused_at_save(pattern, _char, _size):
 @pytest.mark.parametrize(
     ("pattern", "named"),
     [
-        (r"(?=(?:a+)+b)a", "lookahead"),
-        (r"C(?!X)\d+", "negative lookahead"),
-        (r"(?<=ID-)\d{6}", "lookbehind"),
-        (r"(?<!X)\d{6}", "negative lookbehind"),
-        (r"(\d)\d{4}\1", "backreference"),
-        (r"(?P<d>\d)-(?P=d)", "backreference"),
-        (r"(?>\d+)X", "atomic group"),
-        (r"\d++X", "possessive quantifier"),
-        (r"(\d)?(?(1)\d|X)", "conditional group"),
-        (r"(?(1)\d|X)", "conditional group"),
+        (r"(?=(?:a+)+b)a", "a lookahead ((?=…))"),
+        (r"C(?!X)\d+", "a negative lookahead ((?!…))"),
+        (r"(?<=ID-)\d{6}", "a lookbehind ((?<=…))"),
+        (r"(?<!X)\d{6}", "a negative lookbehind ((?<!…))"),
+        (r"(\d)\d{4}\1", r"a backreference (\1, (?P=name))"),
+        (r"(?P<d>\d)-(?P=d)", r"a backreference (\1, (?P=name))"),
+        (r"(?>\d+)X", "an atomic group (?>…)"),
+        (r"\d++X", "a possessive quantifier (a*+, a++)"),
+        (r"(\d)?(?(1)\d|X)", "a conditional group (?(1)…|…)"),
+        (r"(?(1)\d|X)", "a conditional group (?(1)…|…)"),
     ],
 )
 def test_lookarounds_and_backreferences_are_refused_naming_the_construct(pattern, named):
@@ -84,8 +84,16 @@ def test_lookarounds_and_backreferences_are_refused_naming_the_construct(pattern
         try_pattern("customer_number", pattern, "ID-123456 C12 11231 1-1 12X")
 
     assert refused.value.field == "pattern"
-    assert named in refused.value.message
+    assert refused.value.message.startswith(f"Uses {named}, which tenant patterns do not support")
     assert "RE2" in refused.value.message
+
+
+def test_a_pattern_neither_engine_reads_is_refused_as_invalid_naming_no_construct():
+    with pytest.raises(MaskingPatternInvalid) as refused:
+        try_pattern("customer_number", r"CUST-(\d{6}", "CUST-123456")
+
+    assert refused.value.field == "pattern"
+    assert refused.value.message.startswith("Not a valid regular expression for RE2: ")
 
 
 def test_a_plain_pattern_still_saves_and_runs_on_re2(db):
