@@ -265,3 +265,15 @@ def test_re2s_words_are_shown_as_text_whatever_its_binding_hands_over():
     assert re2_message(re2.error(b"missing ): (\\d")) == "missing ): (\\d"
     assert re2_message(re2.error("already text")) == "already text"
     assert re2_message(re2.error()) == ""
+
+
+def test_a_pattern_detector_finds_its_whole_match_or_its_group_where_its_check_accepts_it():
+    import re
+
+    from traces.masking.plugins import PatternDetector
+
+    whole = PatternDetector("badge", re.compile(r"B-\d{4}"))
+    checked = PatternDetector("badge", re.compile(r"B-(\d{4})?"), check=lambda v: "8" not in v)
+
+    assert list(whole.find("badge B-1234 and B-5678")) == [(6, 12), (17, 23)]
+    assert list(checked.find("B-1234 B-5678 B-")) == [(2, 6)]  # no empty value, no 5678
