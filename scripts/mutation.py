@@ -15,23 +15,38 @@ budget (``--budget-s``, per module) goes on where it stopped next time; the figu
 many mutants were not checked. ``--fresh`` starts the module again from the current sources
 and tests. The masker runs as pure Python (``HARNESS_MASKING_COMPILED=0``): the compiled
 modules would hide the mutants.
+
+Results outlive the scratch copy: after each run, a module's results are written to its ledger,
+``docs/mutation-results/<module>.json`` (committed), and a run seeds them back into the scratch
+copy before mutmut starts, so that another machine checks only the mutants whose function
+changed since, or that were not checked (``seed``; docs/mutation.md).
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
+import contextlib
+import hashlib
 import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRATCH = ROOT / "var" / "mutation"
+LEDGERS = ROOT / "docs" / "mutation-results"
+
+# What mutmut is told for every module (the module's own tests come on top).
+PYTEST_ARGS = ("-p", "no:cacheprovider", "-p", "no:randomly", "--reuse-db")
+# A mutant that loops is stopped: the tests' own CPU time, times 5, plus 10 s.
+TIMEOUT_MULTIPLIER, TIMEOUT_CONSTANT = 5.0, 10.0
 
 
 @dataclass(frozen=True)
@@ -187,11 +202,10 @@ def prepare(name: str, module: Module, fresh: bool) -> Path:
         "source_paths": list(module.sources),
         "do_not_mutate": list(module.exclude),
         "also_copy": sorted(tops - {"tests", "pyproject.toml", "setup.cfg"}),
-        "pytest_add_cli_args": ["-p", "no:cacheprovider", "-p", "no:randomly", "--reuse-db"],
+        "pytest_add_cli_args": list(PYTEST_ARGS),
         "pytest_add_cli_args_test_selection": list(module.tests),
-        # A mutant that loops is stopped: the tests' own CPU time, times 5, plus 10 s.
-        "timeout_multiplier": 5.0,
-        "timeout_constant": 10.0,
+        "timeout_multiplier": TIMEOUT_MULTIPLIER,
+        "timeout_constant": TIMEOUT_CONSTANT,
         "use_git_change_detection": False,
         "on_dependency_change": "rerun",
         # Workers fork from a process that has run no test: a worker forked from one that has
@@ -221,6 +235,8 @@ def run(root: Path, budget_s: float, mutants: list[str] = ()) -> bool:
         "PYTHONDONTWRITEBYTECODE": "1",
         # A failing hypothesis example is not shrunk (tests/conftest.py): the first kills.
         "HARNESS_HYPOTHESIS_PROFILE": "mutation",
+        # The fastest tests first (tests/conftest.py): a killed mutant stops sooner.
+        "HARNESS_MUTATION_TEST_TIMES": str(root / "mutants" / "mutmut-stats.json"),
     }
     env.pop("DATABASE_URL", None)  # the embedded tier: SQLite in the scratch copy's var/
     env.pop("REDIS_URL", None)
@@ -263,6 +279,188 @@ def results(root: Path, module: Module) -> dict[str, str]:
     return found
 
 
+# The ledger: each module's results, kept in git so that they survive the scratch copy.
+#
+# mutmut keeps, per source file, ``mutants/<file>.meta``: each mutant's exit code and the hash
+# of each mutated function's source (``hash_by_function_name``: the AST of the function, before
+# mutation). When it makes a file's mutants again, it drops the results of every function whose
+# hash changed, and checks only the mutants without a result. The ledger keeps the same two
+# things per mutant, plus the hash of the mutant itself (the mutated function as mutmut wrote
+# it), so that a mutant numbered alike but made differently (a ``# pragma: no mutate`` added, a
+# changed mutmut) is not credited with another mutant's result; and the settings that decide
+# results, so that the results of other tests or other options are not carried over.
+
+# Results carried over, as the exit codes mutmut records for them. The others ("no tests",
+# "suspicious", an interrupted check) are checked again: their cause may be gone.
+SEEDED = {"killed": 1, "survived": 0, "timeout": 36, "segfault": -11, "caught by type check": 37}
+
+
+def ledger_settings(module: Module) -> dict[str, object]:
+    """What results depend on besides the sources (mutmut starts again when these change:
+    its ``config_fingerprint`` and the dependency files it watches)."""
+    from mutmut import __version__
+
+    watched = sorted(p for p in ROOT.glob("requirements*.txt") if p.is_file())
+    watched += [ROOT / "pyproject.toml"] if (ROOT / "pyproject.toml").is_file() else []
+    return {
+        "mutmut": __version__,
+        "tests": list(module.tests),
+        "pytest_args": list(PYTEST_ARGS),
+        "timeout": [TIMEOUT_MULTIPLIER, TIMEOUT_CONSTANT],
+        "watched_files": {
+            p.name: hashlib.sha256(p.read_bytes()).hexdigest()[:12] for p in sorted(watched)
+        },
+    }
+
+
+@contextlib.contextmanager
+def in_mutmut_project(root: Path):
+    """mutmut's helpers read their configuration and write their files relative to the working
+    directory: run them in ``root``, with mutmut's configuration and state of ``root`` only."""
+    from mutmut.configuration import reset_config
+    from mutmut.state import reset_state
+
+    previous = Path.cwd()
+    os.chdir(root)
+    reset_config()
+    reset_state()
+    try:
+        yield
+    finally:
+        os.chdir(previous)
+        reset_config()
+        reset_state()
+
+
+def _source_hash(text: str) -> str:
+    with contextlib.suppress(SyntaxError):  # then the text itself
+        text = ast.dump(ast.parse(textwrap.dedent(text)), annotate_fields=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def mutant_hashes(source: str) -> dict[str, str]:
+    """Each mutant of ``source`` (``x_f__mutmut_3``) and the hash of its function as mutmut
+    wrote it in ``mutants/`` (its AST: layout and comments do not count). In a mutmut
+    project's directory."""
+    from mutmut.mutation.data import MutantLineSpans
+
+    spans = MutantLineSpans.load(source)
+    if spans is None:
+        return {}
+    names = [n for n in spans.span_by_function_name if not n.endswith("__mutmut_orig")]
+    texts = spans.read_function_sources(names)
+    return {name: _source_hash(text) for name, text in zip(names, texts, strict=True)}
+
+
+def _split_key(key: str) -> tuple[str, str, str]:
+    """``traces.masking.numbers.x_f__mutmut_3`` -> (``x_f__mutmut_3``, ``x_f``, ``3``)."""
+    short = key.rpartition(".")[2]
+    function, _, number = short.rpartition("__mutmut_")
+    return short, function, number
+
+
+def _mutated_files(module: Module) -> list[str]:
+    """The files of ``module`` that mutmut mutates (relative paths), in a mutmut project."""
+    found = []
+    for source in module.sources:
+        path = Path(source)
+        files = sorted(path.rglob("*.py")) if path.is_dir() else [path]
+        found += [f.as_posix() for f in files if f.as_posix() not in module.exclude]
+    return found
+
+
+def write_ledger(name: str, module: Module, root: Path, ledgers: Path = LEDGERS) -> Path:
+    """The module's results in ``root`` (a scratch copy mutmut ran in), as its ledger: per
+    mutated function, mutmut's hash of it, and per mutant its status and own hash."""
+    files: dict[str, dict[str, object]] = {}
+    with in_mutmut_project(root):
+        for source in _mutated_files(module):
+            meta = Path("mutants") / f"{source}.meta"
+            if not meta.is_file():
+                continue
+            data = json.loads(meta.read_text(encoding="utf-8"))
+            hashes = mutant_hashes(source)
+            functions: dict[str, dict[str, object]] = {}
+            keys = sorted(
+                data["exit_code_by_key"], key=lambda k: (_split_key(k)[1], int(_split_key(k)[2]))
+            )
+            for key in keys:
+                short, function, number = _split_key(key)
+                entry = functions.setdefault(
+                    function,
+                    {"hash": data["hash_by_function_name"].get(function), "mutants": {}},
+                )
+                status = status_of(data["exit_code_by_key"][key])
+                entry["mutants"][number] = f"{status} {hashes.get(short, '-')}"
+            files[source] = functions
+    ledgers.mkdir(parents=True, exist_ok=True)
+    path = ledgers / f"{name}.json"
+    ledger = {"settings": ledger_settings(module), "files": files}
+    path.write_text(json.dumps(ledger, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return path
+
+
+def seed(name: str, module: Module, root: Path, ledgers: Path = LEDGERS) -> int:
+    """Credit the scratch copy ``root`` with the ledger's results that still hold; returns how
+    many. mutmut makes each file's mutants first (as its run would: a file whose mutants are up
+    to date is left alone) and drops the results of the functions that changed; a mutant is
+    then credited only if it has no result of its own, its function's hash is the ledger's and
+    the mutant itself is the one the ledger checked."""
+    path = ledgers / f"{name}.json"
+    if not path.is_file():
+        return 0
+    ledger = json.loads(path.read_text(encoding="utf-8"))
+    if ledger["settings"] != ledger_settings(module):
+        print(f"{name}: the ledger was made with other settings; nothing carried over")
+        return 0
+    credited = 0
+    with in_mutmut_project(root):
+        # mutmut.__main__ reads the configuration of the working directory when imported.
+        from mutmut.__main__ import create_mutants_for_file
+        from mutmut.mutation.data import SourceFileMutationData
+
+        for source in _mutated_files(module):
+            functions = ledger["files"].get(source)
+            if not functions:
+                continue
+            target = Path("mutants") / source
+            target.parent.mkdir(parents=True, exist_ok=True)
+            made = create_mutants_for_file(Path(source), target)
+            if made.error:
+                raise made.error
+            data = SourceFileMutationData(path=source)
+            data.load()
+            hashes = mutant_hashes(source)
+            for key, code in data.exit_code_by_key.items():
+                short, function, number = _split_key(key)
+                entry = functions.get(function)
+                if code is not None or not entry:
+                    continue
+                if entry["hash"] != data.hash_by_function_name.get(function):
+                    continue  # the function changed since the ledger: checked again
+                status, _, mutant_hash = entry["mutants"].get(number, "").rpartition(" ")
+                if status in SEEDED and mutant_hash == hashes.get(short):
+                    data.exit_code_by_key[key] = SEEDED[status]
+                    credited += 1
+            data.save()
+    return credited
+
+
+def ledger_results(name: str, ledgers: Path = LEDGERS) -> dict[str, str]:
+    """Every mutant the ledger lists and its status (as of the ledger: the code may differ)."""
+    path = ledgers / f"{name}.json"
+    if not path.is_file():
+        return {}
+    ledger = json.loads(path.read_text(encoding="utf-8"))
+    found = {}
+    for source, functions in ledger["files"].items():
+        prefix = source.removesuffix(".py").replace("/", ".")
+        for function, entry in functions.items():
+            for number, recorded in entry["mutants"].items():
+                found[f"{prefix}.{function}__mutmut_{number}"] = recorded.rpartition(" ")[0]
+    return found
+
+
 def score(name: str, statuses: dict[str, str]) -> str:
     total = len(statuses)
     killed = sum(status in KILLED for status in statuses.values())
@@ -300,16 +498,23 @@ def main() -> int:
         module = MODULES[name]
         root = SCRATCH / name
         if not args.report_only:
-            retest = []
-            if args.retest:
-                retest = [k for k, v in results(root, module).items() if v not in KILLED]
             root = prepare(name, module, args.fresh)
+            if not args.fresh:
+                credited = seed(name, module, root)
+                print(f"{name}: {credited} results carried over from the ledger", flush=True)
+            retest = []
+            if args.retest:  # after the seeding: on a new machine, the ledger's survivors
+                retest = [k for k, v in results(root, module).items() if v not in KILLED]
             started = time.monotonic()
             finished = run(root, args.budget_s, retest) if retest or not args.retest else True
             spent = time.monotonic() - started
             note = "" if finished else " (stopped: budget or error, see mutmut.log)"
             print(f"{name}: mutmut ran {spent:.0f} s{note}", flush=True)
+            print(f"{name}: results written to {write_ledger(name, module, root)}", flush=True)
         statuses = every_status[name] = results(root, module)
+        if not statuses and args.report_only:
+            statuses = every_status[name] = ledger_results(name)
+            print(f"{name}: no scratch copy, figures from the ledger (as of its commit)")
         lines.append(score(name, statuses))
         print(lines[-1], flush=True)
         if args.survivors:

@@ -58,6 +58,19 @@ def _masker_memos_start_empty():
             getattr(module, memo).clear()
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-django's, which keeps this order in its groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under ``scripts/mutation.py`` only: a mutant's tests run the fastest first (their times in
+    mutmut's stats, ``HARNESS_MUTATION_TEST_TIMES``), so that a mutant a fast test kills stops
+    early (mutmut stops at the first failure, and hands pytest the tests in a set's order, which
+    changes from one process to the next). Which tests run is unchanged."""
+    times_file = os.environ.get("HARNESS_MUTATION_TEST_TIMES")
+    if not times_file or not Path(times_file).is_file():
+        return
+    times = json.loads(Path(times_file).read_text(encoding="utf-8")).get("duration_by_test", {})
+    items.sort(key=lambda item: times.get(item.nodeid, 0.0))
+
+
 def describe_tier() -> str:
     engine = settings.DATABASES["default"]["ENGINE"]
     database = "PostgreSQL" if "postgresql" in engine else "SQLite"

@@ -67,16 +67,16 @@ def test_each_pattern_of_the_finding_is_refused_at_save(pattern, _char, _size):
 @pytest.mark.parametrize(
     ("pattern", "named"),
     [
-        (r"(?=(?:a+)+b)a", "lookahead"),
-        (r"C(?!X)\d+", "negative lookahead"),
-        (r"(?<=ID-)\d{6}", "lookbehind"),
-        (r"(?<!X)\d{6}", "negative lookbehind"),
-        (r"(\d)\d{4}\1", "backreference"),
-        (r"(?P<d>\d)-(?P=d)", "backreference"),
-        (r"(?>\d+)X", "atomic group"),
-        (r"\d++X", "possessive quantifier"),
-        (r"(\d)?(?(1)\d|X)", "conditional group"),
-        (r"(?(1)\d|X)", "conditional group"),
+        (r"(?=(?:a+)+b)a", "a lookahead ((?=…))"),
+        (r"C(?!X)\d+", "a negative lookahead ((?!…))"),
+        (r"(?<=ID-)\d{6}", "a lookbehind ((?<=…))"),
+        (r"(?<!X)\d{6}", "a negative lookbehind ((?<!…))"),
+        (r"(\d)\d{4}\1", r"a backreference (\1, (?P=name))"),
+        (r"(?P<d>\d)-(?P=d)", r"a backreference (\1, (?P=name))"),
+        (r"(?>\d+)X", "an atomic group (?>…)"),
+        (r"\d++X", "a possessive quantifier (a*+, a++)"),
+        (r"(\d)?(?(1)\d|X)", "a conditional group (?(1)…|…)"),
+        (r"(?(1)\d|X)", "a conditional group (?(1)…|…)"),
     ],
 )
 def test_lookarounds_and_backreferences_are_refused_naming_the_construct(pattern, named):
@@ -84,8 +84,18 @@ def test_lookarounds_and_backreferences_are_refused_naming_the_construct(pattern
         try_pattern("customer_number", pattern, "ID-123456 C12 11231 1-1 12X")
 
     assert refused.value.field == "pattern"
-    assert named in refused.value.message
+    assert refused.value.message.startswith(f"Uses {named}, which tenant patterns do not support")
     assert "RE2" in refused.value.message
+
+
+def test_a_pattern_neither_engine_reads_is_refused_as_invalid_naming_no_construct():
+    with pytest.raises(MaskingPatternInvalid) as refused:
+        try_pattern("customer_number", r"CUST-(\d{6}", "CUST-123456")
+
+    assert refused.value.field == "pattern"
+    assert refused.value.message == (
+        r"Not a valid regular expression for RE2: missing ): CUST-(\d{6}."
+    )  # RE2's words (bytes from its binding) as text
 
 
 def test_a_plain_pattern_still_saves_and_runs_on_re2(db):
@@ -179,17 +189,63 @@ def test_a_pattern_past_its_budget_is_disabled_recorded_and_leaves_nothing_in_cl
 
 
 @pytest.mark.django_db
-def test_a_stored_pattern_re2_refuses_is_disabled_and_recorded_instead_of_run():
-    MaskingPattern.objects.create(
-        tenant="acme", kind="order_ref", pattern=r"(?=(?:a+)+b)a", sample="a"
-    )
+def test_a_stored_pattern_re2_refuses_is_disabled_and_recorded_instead_of_run(caplog):
+    refused = r"(?=(?:a+)+b)a"
+    MaskingPattern.objects.create(tenant="globex", kind="order_ref", pattern=refused, sample="b")
+    MaskingPattern.objects.create(tenant="acme", kind="order_ref", pattern=refused, sample="a")
 
     assert tenant_detectors("acme") == ()
-    assert MaskingPattern.objects.get().enabled is False
+    assert MaskingPattern.objects.get(tenant="acme").enabled is False
+    assert MaskingPattern.objects.get(tenant="globex").enabled is True  # not loaded yet
     change = MaskingPatternChange.objects.get()
-    assert change.action == "disable"
-    assert "RE2 refuses it" in change.after["reason"]
+    before = {"kind": "order_ref", "pattern": refused, "sample": "a", "enabled": True}
+    reason = change.after["reason"]
+    assert (change.tenant, change.action, change.kind) == ("acme", "disable", "order_ref")
+    assert (change.before, change.after) == (before, {**before, "enabled": False, "reason": reason})
+    assert "RE2 refuses it" in reason
+    assert [r.getMessage() for r in caplog.records if r.name == "traces.masking.plugins"] == [
+        f"tenant masking pattern disabled: tenant=acme kind=order_ref pattern={refused!r}: {reason}"
+    ]
     assert Masker(b"key", tenant="acme").mask_text("a" * 40 + "!") == "a" * 40 + "!"
+
+
+@pytest.mark.django_db
+def test_a_pattern_changed_or_disabled_meanwhile_is_left_as_it_is():
+    from traces.masking.plugins import _disable
+
+    MaskingPattern.objects.create(tenant="acme", kind="badge", pattern="B-old", sample="B-old")
+    MaskingPattern.objects.create(tenant="acme", kind="order_ref", pattern="O-new", sample="O-new")
+    MaskingPattern.objects.create(
+        tenant="acme", kind="ticket", pattern="T-old", sample="T-old", enabled=False
+    )
+
+    _disable("acme", "order_ref", "B-old", "changed meanwhile")
+    _disable("acme", "ticket", "T-old", "disabled meanwhile")
+
+    assert dict(MaskingPattern.objects.values_list("kind", "enabled")) == {
+        "badge": True,
+        "order_ref": True,
+        "ticket": False,
+    }
+    assert not MaskingPatternChange.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_pattern_that_cannot_be_disabled_is_logged_and_the_masking_goes_on(monkeypatch, caplog):
+    from traces.masking.plugins import _disable
+
+    MaskingPattern.objects.create(tenant="acme", kind="order_ref", pattern="O-1", sample="O-1")
+    monkeypatch.setattr(MaskingPatternChange.objects, "create", _refuse)
+
+    _disable("acme", "order_ref", "O-1", "scan budget exceeded")
+
+    failures = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert [r.getMessage() for r in failures] == ["could not disable tenant=acme kind=order_ref"]
+    assert MaskingPattern.objects.get().enabled is True  # the savepoint rolled back
+
+
+def _refuse(**fields):
+    raise RuntimeError("no database in this context")
 
 
 def test_the_sample_check_is_bounded_by_the_same_engine_and_budget():

@@ -62,6 +62,8 @@ def test_each_detector_masks_its_kind(masker, text, masked):
         "SSN 536 90 4399",
         "NI number AB 12 34 56 C",
         "NINO AB123456C.",
+        "AB 123456 C, the text's first characters",
+        "AB123456C",
         "DNI 12345678Z",
         "DNI 12345678-Z",
         "NIE X1234567L",

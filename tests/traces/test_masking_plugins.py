@@ -108,6 +108,58 @@ def test_every_edit_of_a_pattern_is_audited():
 
 
 @pytest.mark.django_db
+def test_an_edit_of_a_pattern_records_its_tenant_its_kind_and_the_whole_pattern():
+    save_pattern("acme", "customer_number", r"CUST-\d{6}", "CUST-123456", "alice")
+    remove_pattern("acme", "customer_number", "carol")
+
+    added, removed = MaskingPatternChange.objects.order_by("id")
+    whole = {
+        "kind": "customer_number",
+        "pattern": r"CUST-\d{6}",
+        "sample": "CUST-123456",
+        "enabled": True,
+    }
+    assert (added.tenant, added.kind, added.before, added.after) == (
+        "acme",
+        "customer_number",
+        None,
+        whole,
+    )
+    assert (removed.tenant, removed.kind, removed.before, removed.after) == (
+        "acme",
+        "customer_number",
+        whole,
+        None,
+    )
+
+
+@pytest.mark.django_db
+def test_removing_a_pattern_removes_that_tenants_pattern_of_that_kind_only():
+    save_pattern("acme", "badge", r"BADGE-\d{4}", "BADGE-1234", "alice")
+    save_pattern("acme", "customer_number", r"CUST-\d{6}", "CUST-123456", "alice")
+    with pytest.raises(MaskingPatternNotFound) as missing:
+        remove_pattern("globex", "customer_number", "bob")
+    save_pattern("globex", "customer_number", r"CUST-\d{7}", "CUST-1234567", "bob")
+
+    remove_pattern("globex", "customer_number", "bob")
+    remove_pattern("acme", "customer_number", "alice")
+
+    assert missing.value.details == {"tenant": "globex", "kind": "customer_number"}
+    assert list(MaskingPattern.objects.values_list("tenant", "kind")) == [("acme", "badge")]
+
+
+@pytest.mark.django_db
+def test_a_removed_pattern_no_longer_masks_the_tenants_text():
+    save_pattern("acme", "customer_number", r"CUST-\d{6}", "CUST-123456", "alice")
+    masked = Masker(b"k", tenant="acme").mask_text("ref CUST-123456")
+
+    remove_pattern("acme", "customer_number", "alice")
+
+    assert "123456" not in masked
+    assert Masker(b"k", tenant="acme").mask_text("ref CUST-123456") == "ref CUST-123456"
+
+
+@pytest.mark.django_db
 def test_an_invalid_pattern_is_not_saved():
     with pytest.raises(MaskingPatternInvalid):
         save_pattern("acme", "customer_number", r"CUST-\d{6}", "nothing", "alice")
@@ -203,3 +255,25 @@ def test_a_detector_with_a_validator_masks_only_the_values_it_validates():
 
     assert masked.startswith("badges BADGE-[badge_number:")
     assert masked.endswith(f"] and BADGE-{invalid}")
+
+
+def test_re2s_words_are_shown_as_text_whatever_its_binding_hands_over():
+    import re2
+
+    from traces.masking.plugins import re2_message
+
+    assert re2_message(re2.error(b"missing ): (\\d")) == "missing ): (\\d"
+    assert re2_message(re2.error("already text")) == "already text"
+    assert re2_message(re2.error()) == ""
+
+
+def test_a_pattern_detector_finds_its_whole_match_or_its_group_where_its_check_accepts_it():
+    import re
+
+    from traces.masking.plugins import PatternDetector
+
+    whole = PatternDetector("badge", re.compile(r"B-\d{4}"))
+    checked = PatternDetector("badge", re.compile(r"B-(\d{4})?"), check=lambda v: "8" not in v)
+
+    assert list(whole.find("badge B-1234 and B-5678")) == [(6, 12), (17, 23)]
+    assert list(checked.find("B-1234 B-5678 B-")) == [(2, 6)]  # no empty value, no 5678

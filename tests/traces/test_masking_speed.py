@@ -262,6 +262,7 @@ def test_the_luhn_shortcut_agrees_with_stdnum():
     numbers = _digit_strings(rng, range(1, 21), 20000)
     numbers += [body + luhn.calc_check_digit(body) for body in numbers[:5000]]  # valid ones
     numbers += ["", "\uff14" + "\uff11" * 15, "4111-1111", "٤١١١١١١١١١١١١١١١"]
+    numbers += [n.translate(_FULL_WIDTH) for n in numbers[:300]]  # the library's: none valid
 
     assert [checks.luhn_ok(n) for n in numbers] == [luhn.is_valid(n) for n in numbers]
     assert sum(checks.luhn_ok(n) for n in numbers) > 5000
@@ -325,8 +326,12 @@ def _near_valid(rng: random.Random, valid: list[str], alphabet: str) -> list[str
     return found
 
 
+_FULL_WIDTH = {code: code + 0xFEE0 for code in range(ord("0"), ord("9") + 1)}
 _ODD = ["", " ", "-", "0", "\uff11\uff12\uff13", "\u0661\u0662", "`", "12`4", " 123 ", "\t1"]
 _ODD += ["078-05-1120", "219-09-9999", "457-55-5462", "666-12-3456", "900-12-3456"]  # SSNs never
+_ODD += ["123-45-0000", "123-00-4567", "000-12-3456", "000.000.000-00"]  # zero fields
+# A palindrome with a valid Verhoeff check digit (no Aadhaar number is one).
+_ODD += [next(p for n in range(200000, 10**6) if verhoeff.checksum(p := f"{n}{str(n)[::-1]}") == 0)]
 
 
 @pytest.mark.parametrize(
@@ -369,9 +374,15 @@ def test_the_national_id_shortcuts_agree_with_stdnum(check, library, make):
     values = _near_valid(rng, valid, "0123456789 -.XYZTRWx")
     values += [v.replace("-", " ") for v in valid[:300]] + [v.replace("-", "") for v in valid[:300]]
     values += _ODD + [v + "\uff11" for v in valid[:50]]
+    # Written otherwise: separators where the format has none, and in full-width digits (the
+    # library's path, which reads them as ASCII ones).
+    values += [f"{v[:1]} {v[1:4]}-{v[4:]}" for v in valid[:100]]
+    full_width = [v.translate(_FULL_WIDTH) for v in valid[:100]]
+    values += full_width
 
     assert [check(v) for v in values] == [library(v) for v in values]
     assert sum(check(v) for v in values) > 2000
+    assert sum(library(v) for v in full_width) > 50
 
 
 def test_a_value_masked_again_in_a_run_is_not_fingerprinted_again(monkeypatch):

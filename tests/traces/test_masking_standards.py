@@ -8,6 +8,7 @@ with ``HARNESS_MASKING_COMPILED=0``: these pass on both."""
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 from django.conf import settings
@@ -149,3 +150,76 @@ def test_order_tracking_invoice_numbers_skus_dates_amounts_and_ips_stay_readable
     text = standards.CONTEXTS[context](value)
 
     assert Masker(b"standards-key").mask_text(text) == text
+
+
+# The tables the masker builds once, at import, from the standards. These tests call the
+# builders again rather than read the module's tables: mutation testing runs each mutant in a
+# process that imported the module (the tables built by the real code), so only a call reaches
+# a builder's mutants (docs/mutation.md).
+
+
+def test_the_iban_structures_are_the_registrys_each_field_by_its_length_and_alphabet():
+    from traces.masking import checks
+
+    alphabets = {"n": "[0-9]", "a": "[A-Z]", "c": "[A-Za-z0-9]"}
+    expected = {
+        country: "".join(f"{alphabets[kind]}{{{length}}}" for length, kind in fields)
+        for country, fields in standards.IBAN_REGISTRY.items()
+    }
+
+    structures = checks._iban_structures()
+
+    assert {country: s.pattern for country, s in structures.items()} == expected
+    assert structures["FR"].pattern == "[0-9]{5}[0-9]{5}[A-Za-z0-9]{11}[0-9]{2}"
+    assert len(structures) > 80
+
+
+def test_the_county_codes_are_every_county_of_gb_t_2260_and_no_prefecture():
+    from traces.masking import checks
+
+    areas = checks._cn_areas()
+
+    assert areas == frozenset(standards.COUNTY_CODES)
+    assert "310115" in areas  # Pudong, created 1993
+    assert "110001" not in areas  # a prefecture's code, no county
+
+
+def test_a_runs_first_character_is_what_backslash_d_matches_in_the_bmp_or_any_astral_one():
+    from traces.masking import numbers
+
+    first = re.compile(numbers._digit_or_astral())
+    plane = [chr(code) for code in range(0x10000)]
+
+    assert [c for c in plane if first.fullmatch(c)] == [c for c in plane if re.match(r"\d", c)]
+    for astral in ("\U00010000", "\U0001d7ce", "\U0010ffff"):
+        assert first.fullmatch(astral)
+
+
+def test_a_resident_id_a_character_longer_or_with_another_check_digit_is_none():
+    from stdnum.cn import ric
+
+    from traces.masking import checks
+
+    valid = standards.resident_id("310115", standards.datetime.date(1990, 3, 7), 123)
+    other = valid[:17] + ("1" if valid[17] == "0" else "0")
+    # 19 digits, a valid area and birth date, whose 18th is the check digit the library
+    # computes for the whole value: only the length tells it is none.
+    longer = next(
+        v
+        for n in range(1000)
+        for c in "0123456789"
+        if ric.calc_check_digit(v := f"31011519900307{n:03d}{c}0") == c
+    )
+
+    assert checks.cn_resident_id_ok(valid)
+    assert not checks.cn_resident_id_ok(longer)
+    assert not checks.cn_resident_id_ok(other)
+    assert not checks.cn_resident_id_ok(valid[:5] + "A" + valid[6:])
+
+
+def test_a_card_number_is_checked_as_written_with_its_separators():
+    from traces.masking import checks
+
+    for written in standards.card_groupings("4242424242424242"):
+        assert checks.card_ok(written), written
+        assert not checks.card_ok(written[:-1] + "3"), written
