@@ -362,6 +362,10 @@ def test_a_recorded_limit_refusal_names_the_limit_and_an_acl_one_its_line():
     assert _recorded_verdict(
         CALL, result("c-1", limit), [span("refused", check="limit", refused=True, rule="x")]
     ) == Verdict(REFUSED, "limit", "max_tool_calls_per_run", "too many")
+    # No result to read the limit from: the rule is "", as every unnamed rule is, not None.
+    assert _recorded_verdict(CALL, None, [span("refused", check="limit", refused=True)]) == Verdict(
+        REFUSED, "limit", "", ""
+    )
     assert _recorded_verdict(
         CALL, result("c-1", acl), [span("refused", check="acl", refused=True, rule=line)]
     ) == Verdict(REFUSED, "acl", "", "no", (), "bob, acme, lookup:read, deny")
