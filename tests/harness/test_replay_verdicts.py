@@ -407,6 +407,13 @@ def test_a_call_without_a_result_was_held_if_it_has_spans_else_not_executed():
         (failure("permission_denied", "no"), Verdict(REFUSED, "acl", "", "no")),
         (failure("invalid_arguments_json", "?"), Verdict(REFUSED, "arguments_json", "", "?")),
         (failure("tool_failed", "boom"), Verdict(ALLOWED)),
+        # An error without a message, details or rule: each is "", never "None".
+        ({"ok": False, "error": {"code": "unknown_tool"}}, Verdict(REFUSED, "tool_enabled")),
+        ({"ok": False, "error": {"code": "approval_denied"}}, Verdict(NEEDS_APPROVAL, "approval")),
+        (
+            {"ok": False, "error": {"code": "limit_exceeded", "details": None}},
+            Verdict(REFUSED, "limit"),
+        ),
     ],
 )
 def test_a_call_without_spans_is_read_from_the_result_the_model_was_shown(body, verdict):
