@@ -879,6 +879,19 @@ def test_an_edit_a_rule_the_approver_was_not_asked_about_holds_is_held_again():
     assert (ports.charged, ports.noted, ports.counted_for) == ([], [], [])
 
 
+def test_an_edit_of_a_tool_declared_never_to_need_approval_is_not_held_by_a_call_rule():
+    """The tool's own ``approval: never`` still holds on the recheck: a chain rule held the
+    call, a call rule asking approval matches the edit only, and the call runs."""
+    row = edited_row({"n": 9}, {"n": 9, "note": "x"})
+    lookup = tool("lookup", approval="never")
+    ports = Ports([lookup], rule_list=(NOTE_ASKED,), states={"c-1": CallApproval(row, "eve")})
+
+    decision = decide_call(call_of(arguments={"n": 9}), ports)
+
+    assert (decision.outcome, decision.arguments) == (Outcome.RUN, {"n": 9, "note": "x"})
+    assert ports.charged == ["lookup"]
+
+
 def test_rechecking_refuses_on_any_refusal_and_holds_on_the_first_new_rule_only():
     refuse = policy.RuleVerdict("refuse", "r", "no")
     ask_a = policy.RuleVerdict("require_approval", "a", "ask a")

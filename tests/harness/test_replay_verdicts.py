@@ -568,6 +568,19 @@ def test_a_call_refused_then_and_allowed_now_is_shown_a_success_of_its_own():
     assert ports.ran_then == set()
 
 
+def test_a_call_read_differently_today_shows_both_readings():
+    ports, _ = dry_ports()
+    call = ToolCall(id="c-1", name="lookup", arguments={"n": 1}, raw_arguments='{"n": 2}')
+
+    replay, _ = _replay_call(ports, call, Verdict(ALLOWED), None)
+
+    assert (replay.arguments_changed, replay.recorded_arguments, replay.arguments) == (
+        True,
+        {"n": 1},
+        {"n": 2},
+    )
+
+
 def test_a_call_read_differently_today_is_decided_on_todays_arguments():
     ports, _ = dry_ports()
     call = ToolCall(id="c-1", name="lookup", arguments=None, raw_arguments='{"n": 2,}')
