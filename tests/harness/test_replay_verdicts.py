@@ -410,6 +410,7 @@ def test_a_call_without_a_result_was_held_if_it_has_spans_else_not_executed():
         # An error without a message, details or rule: each is "", never "None".
         ({"ok": False, "error": {"code": "unknown_tool"}}, Verdict(REFUSED, "tool_enabled")),
         ({"ok": False, "error": {"code": "approval_denied"}}, Verdict(NEEDS_APPROVAL, "approval")),
+        ({"ok": False, "error": {"code": "policy_refused"}}, Verdict(REFUSED, "call_rule")),
         (
             {"ok": False, "error": {"code": "limit_exceeded", "details": None}},
             Verdict(REFUSED, "limit"),
