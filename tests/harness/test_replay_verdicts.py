@@ -253,7 +253,11 @@ def test_todays_decision_reads_as_a_verdict():
         REFUSED, "chain", "no-pii", "bad n"
     )
     violations = ({"at": "/n"},)
-    schema = Decision(Outcome.REFUSED, "schema", error=error, violations=violations)
+    # The ACL allowed it, by a line: that line is not the one a refusal names.
+    acl_allowed = PolicyCheck("c-1", "lookup", "acl", allowed=True, rule=["alice", "acme", "x"])
+    schema = Decision(
+        Outcome.REFUSED, "schema", error=error, violations=violations, checks=(acl_allowed,)
+    )
     assert _verdict(schema) == Verdict(REFUSED, "schema", "", "bad n", violations)
     acl = Decision(Outcome.REFUSED, "acl", error=error, checks=(acl_refused,))
     assert _verdict(acl) == Verdict(REFUSED, "acl", "", "bad n", (), "bob, acme, x")
