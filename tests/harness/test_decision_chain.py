@@ -337,6 +337,31 @@ def test_a_call_a_chain_rule_refuses_is_refused_with_the_label_and_where_it_came
     assert (ports.charged, ports.noted, ports.counted_for) == ([], [], [])
 
 
+def test_a_call_that_would_bring_in_a_label_exclusive_with_one_held_is_refused():
+    never_both = policy.RuleSpec(
+        name="pii-or-finance", kind="exclusive", effect="refuse", label="pii", other_label="finance"
+    )
+    ledger = tool("ledger", carries=("finance",))
+    ports = Ports([ledger], rule_list=(never_both,), held=dict(HOLDING_PII))
+    call = call_of("ledger")
+
+    decision = decide_call(call, ports)
+
+    reason = (
+        f"refused by rule pii-or-finance (policy v{VERSION}): this run holds 'pii' since call "
+        "c-0 (read_customer), and ledger would bring in 'finance', and never both may be in "
+        "one run"
+    )
+    assert (decision.outcome, decision.check, decision.verdict) == (
+        Outcome.REFUSED,
+        "chain",
+        policy.RuleVerdict(
+            "refuse", "pii-or-finance", reason, VERSION, "pii", "c-0", "read_customer"
+        ),
+    )
+    assert (ports.charged, ports.noted) == ([], [])
+
+
 def test_a_call_a_chain_rule_holds_for_approval_is_held_with_that_rule():
     mail = tool("mail", sink="external")
     ports = Ports([mail], rule_list=(PII_ASK,), held=dict(HOLDING_PII))
