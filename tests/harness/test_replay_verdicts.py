@@ -663,13 +663,17 @@ def policy_span(status: str, **attributes: Any) -> dict[str, Any]:
 @pytest.fixture
 def reads(monkeypatch):
     """What replay reads, in memory: the clear conversation and the trace."""
-    state = SimpleNamespace(messages=[], spans=[], asked=[])
+    state = SimpleNamespace(messages=[], spans=[], asked=[], loaded=[])
 
     def trace(request_id: str) -> dict[str, Any]:
         state.asked.append(request_id)
         return {"request_id": request_id, "spans": state.spans}
 
-    monkeypatch.setattr("harness.replay.run.load_run_messages", lambda run: state.messages)
+    def messages(run: Any) -> list[Message]:
+        state.loaded.append(run.id)
+        return state.messages
+
+    monkeypatch.setattr("harness.replay.run.load_run_messages", messages)
     monkeypatch.setattr("harness.replay.run.get_trace", trace)
     return state
 
@@ -696,6 +700,7 @@ def test_the_conversation_is_the_stored_one_first_then_the_sealed_one_then_the_a
     assert (answer_only.source, answer_only.answer) == ("audit", "masked")
     assert (unreadable.source, unreadable.answer) == ("audit", "masked")
     assert reads.asked == ["q-1", "q-1"]
+    assert reads.loaded == ["r-1"] * 4
 
 
 def test_a_conversation_rebuilt_from_the_audit_is_what_the_model_was_shown(reads):
@@ -832,34 +837,54 @@ class Edit:
 def test_a_run_is_replayed_call_by_call_step_by_step_in_the_models_order(reads, monkeypatch):
     agent = AgentSpec(name="clerk", description="", system_prompt="", tools=("lookup", "mail"))
     registry = ToolRegistry({"lookup": tool("lookup"), "mail": tool("mail")})
-    monkeypatch.setattr("harness.replay.run.get_agent", lambda name: agent)
+    monkeypatch.setattr("harness.replay.run.get_agent", {"clerk": agent}.__getitem__)
     monkeypatch.setattr("harness.replay.run.get_tool_registry", lambda: registry)
     snapshot = Snapshot()
-    snapshot.rules = (policy.RuleSpec(name="no-mail", kind="call", effect="refuse", tool="mail"),)
+    snapshot.rules = (
+        policy.RuleSpec(
+            name="no-more", kind="call", effect="refuse", tool="lookup", match={"n": 3}
+        ),
+    )
     snapshot.edits = (Edit(),)  # type: ignore[attr-defined]
     # The second call of the first step comes first in the message, its index says second.
     step_one = (tool_call("c-2", "mail", 1, n=2), tool_call("c-1", "lookup", 0, n=1))
+    third = tool_call("c-3", "lookup", 0, n=3)
+    mail_failed = Message(
+        role="tool",
+        content=json.dumps(failure("tool_failed", "down")),
+        tool_call_id="c-2",
+        name="mail",
+        is_error=True,
+    )
     reads.messages = [
-        Message(role="user", content="earlier turn"),
         Message(role="user", content="Look it up and mail it."),
         Message(role="assistant", content="", tool_calls=step_one),
         Message(
             role="tool", content='{"ok": true, "result": 1}', tool_call_id="c-1", name="lookup"
         ),
-        Message(role="tool", content='{"ok": true, "result": 2}', tool_call_id="c-2", name="mail"),
+        mail_failed,
         Message(role="assistant", content="thinking"),
-        Message(role="assistant", content="", tool_calls=(tool_call("c-3", "lookup", 0, n=3),)),
+        Message(role="assistant", content="", tool_calls=(third,)),
         Message(
             role="tool", content='{"ok": true, "result": 3}', tool_call_id="c-3", name="lookup"
         ),
         Message(role="assistant", content="I mailed it."),
     ]
-    reads.spans = [policy_span("ok", call_id="c-1", tool="lookup", check="acl", allowed=True)]
+    # The run held c-1 for approval, and it ran once approved.
+    reads.spans = [
+        policy_span("ok", call_id="c-1", tool="lookup", check="acl", allowed=True),
+        policy_span("ok", call_id="c-1", tool="lookup", check="approval", held=True, rule="ask"),
+    ]
     run = run_of(sealed=seal({"answer": "I mailed it."}))
 
     replayed = replay_run(run, snapshot)  # type: ignore[arg-type]
 
-    refused = Verdict(REFUSED, "call_rule", "no-mail", "mail with any arguments")
+    refused = Verdict(REFUSED, "call_rule", "no-more", "lookup with n=3")
+    shown_today = [
+        *reads.messages[:6],
+        tool_message(third, error=_refusal_of_the_third()),
+        reads.messages[7],
+    ]
     assert replayed == ReplayReport(
         run_id="r-1",
         request_id="q-1",
@@ -867,41 +892,45 @@ def test_a_run_is_replayed_call_by_call_step_by_step_in_the_models_order(reads, 
         policy_version=11,
         proposed=[{"op": "add", "rule": "ask"}],
         calls=[
-            CallReplay(1, "c-1", "lookup", Verdict(ALLOWED), Verdict(ALLOWED)),
-            CallReplay(1, "c-2", "mail", Verdict(ALLOWED), refused),
-            CallReplay(2, "c-3", "lookup", Verdict(ALLOWED), Verdict(ALLOWED)),
+            CallReplay(
+                1, "c-1", "lookup", Verdict(NEEDS_APPROVAL, "approval", "ask"), Verdict(ALLOWED)
+            ),
+            CallReplay(1, "c-2", "mail", Verdict(ALLOWED), Verdict(ALLOWED)),
+            CallReplay(2, "c-3", "lookup", Verdict(ALLOWED), refused),
         ],
         recorded_answer="I mailed it.",
-        replayed_answer=_replayed_answer(
-            run,
-            _Recorded("sealed", reads.messages, 0, "I mailed it."),
-            [
-                *reads.messages[:3],
-                reads.messages[3],
-                tool_message(step_one[0], error=_refusal_of_mail()),
-                reads.messages[5],
-                reads.messages[6],
-                reads.messages[7],
-                reads.messages[8],
-            ],
-        ),
+        replayed_answer=check_answer("I mailed it.", shown_today).answer,
         notes=[],
     )
-    assert replayed.replayed_answer != "I mailed it."
+    # The mail failed then: shown its recorded result, the guard corrects the answer.
+    assert "The tool mail failed (tool_failed): down" in replayed.replayed_answer
+    assert reads.asked == ["q-1"]
     lookup, mail = ("lookup:read", "lookup:write"), ("mail:read", "mail:write")
     assert snapshot.asked == [("alice", lookup), ("alice", mail), ("alice", lookup)]
 
 
-def _refusal_of_mail() -> ToolCallError:
+def test_a_run_without_a_clear_copy_is_replayed_from_the_audit_and_says_so(reads, monkeypatch):
+    agent = AgentSpec(name="clerk", description="", system_prompt="", tools=())
+    monkeypatch.setattr("harness.replay.run.get_agent", {"clerk": agent}.__getitem__)
+    monkeypatch.setattr("harness.replay.run.get_tool_registry", lambda: ToolRegistry({}))
+    snapshot = Snapshot()
+    snapshot.edits = ()  # type: ignore[attr-defined]
+
+    replayed = replay_run(run_of(status=RunStatus.FAILED, answer="masked"), snapshot)  # type: ignore[arg-type]
+
+    assert (replayed.source, replayed.recorded_answer, replayed.replayed_answer) == (
+        "audit",
+        "masked",
+        "masked",
+    )
+    assert replayed.notes == _from_audit(run_of()).notes != []
+
+
+def _refusal_of_the_third() -> ToolCallError:
     return ToolCallError(
         ToolErrorCode.POLICY_REFUSED,
-        "mail was refused by policy rule no-mail: mail with any arguments.",
-        {
-            "tool": "mail",
-            "rule": "no-mail",
-            "reason": "mail with any arguments",
-            "policy_version": 11,
-        },
+        "lookup was refused by policy rule no-more: lookup with n=3.",
+        {"tool": "lookup", "rule": "no-more", "reason": "lookup with n=3", "policy_version": 11},
     )
 
 
@@ -939,7 +968,7 @@ def test_a_run_is_replayed_under_the_tenants_policy_of_today_by_default(reads, m
     snapshot = Snapshot()
     asked = []
     agent = AgentSpec(name="clerk", description="", system_prompt="", tools=())
-    monkeypatch.setattr("harness.replay.run.get_agent", lambda name: agent)
+    monkeypatch.setattr("harness.replay.run.get_agent", {"clerk": agent}.__getitem__)
     monkeypatch.setattr("harness.replay.run.get_tool_registry", lambda: ToolRegistry({}))
     monkeypatch.setattr(
         "harness.replay.run.policy.policy_snapshot", lambda tenant: asked.append(tenant) or snapshot
