@@ -77,6 +77,9 @@ MODULES: dict[str, Module] = {
     "decisions": Module(
         ("harness/engine/decisions.py",),
         (
+            # The chain with its ports in memory (a few seconds a mutant, mostly pytest starting),
+            # first: the runs through the API below cost 20 to 50 s a mutant they reach.
+            "tests/harness/test_decision_chain.py",
             "tests/harness/test_refusal_errors.py",
             "tests/harness/test_decide_call.py",
             "tests/harness/test_replay.py",
@@ -108,6 +111,8 @@ MODULES: dict[str, Module] = {
     "replay": Module(
         ("harness/replay/run.py",),
         (
+            # Replay's reading, judging and report with its reads in memory, first (as above).
+            "tests/harness/test_replay_verdicts.py",
             "tests/harness/test_replay.py",
             "tests/harness/test_admin_replay.py",
             "tests/harness/test_decide_call.py",
