@@ -720,15 +720,9 @@ def edited_row(asked: dict[str, Any], edited: Any, sealed: str | None = None, **
     return approval_row("approved", asked, **(edits | fields))
 
 
-def test_an_approvers_edit_runs_and_the_record_says_who_changed_what():
-    lookup = tool("lookup", approval="policy")
-    row = edited_row({"n": 9}, {"n": 8}, round=3, sealed_arguments=seal({"n": 9}))
-    ports = Ports([lookup], rule_list=(BIG_ASKED,), states={"c-1": CallApproval(row, "eve")})
-    call = call_of(arguments={"n": 9})
-
-    decision = decide_call(call, ports)
-
-    record = PolicyCheck(
+def eves_approved_edit(edit_round: int) -> PolicyCheck:
+    """The record of bob's approval of eve's edit of {"n": 9} to {"n": 8} in ``edit_round``."""
+    return PolicyCheck(
         "c-1",
         "lookup",
         "approval",
@@ -740,11 +734,22 @@ def test_an_approvers_edit_runs_and_the_record_says_who_changed_what():
         extra={
             "edited": True,
             "edited_by": "eve",
-            "round": 3,
+            "round": edit_round,
             "arguments_sha256": policy.hash_arguments({"n": 9}),
             "edited_arguments_sha256": policy.hash_arguments({"n": 8}),
         },
     )
+
+
+def test_an_approvers_edit_runs_and_the_record_says_who_changed_what():
+    lookup = tool("lookup", approval="policy")
+    row = edited_row({"n": 9}, {"n": 8}, round=3, sealed_arguments=seal({"n": 9}))
+    ports = Ports([lookup], rule_list=(BIG_ASKED,), states={"c-1": CallApproval(row, "eve")})
+    call = call_of(arguments={"n": 9})
+
+    decision = decide_call(call, ports)
+
+    record = eves_approved_edit(edit_round=3)
     assert decision == Decision(
         Outcome.RUN,
         tool=lookup,
@@ -1027,23 +1032,7 @@ def test_a_call_the_daily_count_refuses_is_refused_after_its_approval_record():
         "lookup was not run: acme may make 10 tool calls a day. Answer with what you have.",
         {"tool": "lookup", "limit": "max_tool_calls_per_day"},
     )
-    approved = PolicyCheck(
-        "c-1",
-        "lookup",
-        "approval",
-        allowed=True,
-        rule="ask-big",
-        policy_version=5,
-        decision="approved",
-        decided_by="bob",
-        extra={
-            "edited": True,
-            "edited_by": "eve",
-            "round": 1,
-            "arguments_sha256": policy.hash_arguments({"n": 9}),
-            "edited_arguments_sha256": policy.hash_arguments({"n": 8}),
-        },
-    )
+    approved = eves_approved_edit(edit_round=1)
     assert decision == Decision(
         Outcome.REFUSED,
         "limit",
