@@ -301,20 +301,73 @@ SEEDED = {"killed": 1, "survived": 0, "timeout": 36, "segfault": -11, "caught by
 
 
 def ledger_settings(module: Module) -> dict[str, object]:
-    """What results depend on besides the sources (mutmut starts again when these change:
-    its ``config_fingerprint`` and the dependency files it watches)."""
+    """What results depend on besides the sources: mutmut, the tests and how they run, the
+    project's pytest configuration, and the packages pinned in ``requirements*.txt`` (by name
+    and version: a comment or the order of the lines is not a change)."""
     from mutmut import __version__
 
-    watched = sorted(p for p in ROOT.glob("requirements*.txt") if p.is_file())
-    watched += [ROOT / "pyproject.toml"] if (ROOT / "pyproject.toml").is_file() else []
+    pyproject = ROOT / "pyproject.toml"
     return {
         "mutmut": __version__,
         "tests": list(module.tests),
         "pytest_args": list(PYTEST_ARGS),
         "timeout": [TIMEOUT_MULTIPLIER, TIMEOUT_CONSTANT],
-        "watched_files": {
-            p.name: hashlib.sha256(p.read_bytes()).hexdigest()[:12] for p in sorted(watched)
-        },
+        "pyproject": hashlib.sha256(pyproject.read_bytes()).hexdigest()[:12]
+        if pyproject.is_file()
+        else None,
+        "pins": requirement_pins(ROOT),
+    }
+
+
+def requirement_pins(root: Path) -> dict[str, str]:
+    """Each requirement of ``root``'s ``requirements*.txt``: its canonical name and what is
+    asked of it (version, markers). Options such as ``-r`` are skipped: every file is read."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    pins = {}
+    for path in sorted(root.glob("requirements*.txt")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            line = line.split(" #", 1)[0].strip()
+            if not line or line.startswith(("#", "-")):
+                continue
+            requirement = Requirement(line)
+            asked = f"{requirement.specifier}{'; ' if requirement.marker else ''}"
+            pins[canonicalize_name(requirement.name)] = asked + str(requirement.marker or "")
+    return pins
+
+
+def stale_settings(recorded: dict[str, object], current: dict[str, object]) -> list[str]:
+    """Why results recorded under ``recorded`` do not hold under ``current`` (nothing: they
+    hold). A package pinned anew is no reason unless it is a pytest plugin (pytest loads those
+    into every test run): no test's code changed to import it, or its function's hash would
+    have; every package pinned before must be pinned alike."""
+    reasons = [
+        f"{key} changed"
+        for key in sorted(set(recorded) | set(current))
+        if key != "pins" and recorded.get(key) != current.get(key)
+    ]
+    before, now = recorded.get("pins", {}), current.get("pins", {})
+    for name in sorted(before):
+        if name not in now:
+            reasons.append(f"{name} no longer required")
+        elif before[name] != now[name]:
+            reasons.append(f"{name} {before[name]} is now {now[name]}")
+    plugins = _pytest_plugin_distributions()
+    added = set(now) - set(before)
+    reasons += [f"{name} (a pytest plugin) added" for name in sorted(added & plugins)]
+    return reasons
+
+
+def _pytest_plugin_distributions() -> set[str]:
+    from importlib.metadata import entry_points
+
+    from packaging.utils import canonicalize_name
+
+    return {
+        canonicalize_name(point.dist.name)
+        for point in entry_points(group="pytest11")
+        if point.dist is not None
     }
 
 
@@ -415,9 +468,16 @@ def seed(name: str, module: Module, root: Path, ledgers: Path = LEDGERS) -> int:
     if not path.is_file():
         return 0
     ledger = json.loads(path.read_text(encoding="utf-8"))
-    if ledger["settings"] != ledger_settings(module):
-        print(f"{name}: the ledger was made with other settings; nothing carried over")
+    current = ledger_settings(module)
+    stale = stale_settings(ledger["settings"], current)
+    if stale:
+        print(f"{name}: the ledger's results do not hold ({'; '.join(stale)}): none carried over")
         return 0
+    added = sorted(set(current["pins"]) - set(ledger["settings"].get("pins", {})))
+    if added:
+        print(
+            f"{name}: packages pinned since the ledger (none a pytest plugin): {', '.join(added)}"
+        )
     credited = 0
     with in_mutmut_project(root):
         # mutmut.__main__ reads the configuration of the working directory when imported.

@@ -133,3 +133,57 @@ def test_the_ledger_lists_each_mutant_with_its_status(checked):
 
     assert statuses["pkg.calc.x_add__mutmut_1"] == "survived"
     assert set(statuses.values()) == {"survived", "killed"}
+
+
+def _edit_ledger_pins(ledgers: Path, edit) -> None:
+    path = ledgers / "calc.json"
+    ledger = json.loads(path.read_text(encoding="utf-8"))
+    edit(ledger["settings"]["pins"])
+    path.write_text(json.dumps(ledger), encoding="utf-8")
+
+
+def test_a_package_pinned_since_the_ledger_leaves_its_results_standing(checked, tmp_path):
+    first, ledgers = checked
+    pinned_now = next(iter(mutation.ledger_settings(_MODULE)["pins"]))
+    _edit_ledger_pins(ledgers, lambda pins: pins.pop(pinned_now))
+    fresh = _project(tmp_path / "fresh")
+
+    credited = mutation.seed("calc", _MODULE, fresh, ledgers)
+
+    assert credited == len(_meta(first)["exit_code_by_key"])
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        pytest.param(lambda pins: pins.update(django="==4.2.0"), id="another version"),
+        pytest.param(lambda pins: pins.update(gone="==1.0"), id="a package no longer required"),
+        pytest.param(lambda pins: pins.pop("pytest-django"), id="a pytest plugin added since"),
+    ],
+)
+def test_results_under_other_packages_are_not_carried_over(checked, tmp_path, edit):
+    _, ledgers = checked
+    _edit_ledger_pins(ledgers, edit)
+    fresh = _project(tmp_path / "fresh")
+
+    assert mutation.seed("calc", _MODULE, fresh, ledgers) == 0
+
+
+def test_pins_are_read_by_name_and_version_not_by_the_files_bytes(tmp_path):
+    (tmp_path / "requirements.txt").write_text(
+        "# runtime\nDjango==5.2.19\nhttptools==0.9.0  # the parser\n", encoding="utf-8"
+    )
+    (tmp_path / "requirements-dev.txt").write_text(
+        "-r requirements.txt\npytest==9.2.0 ; python_version >= '3.11'\n", encoding="utf-8"
+    )
+    before = mutation.requirement_pins(tmp_path)
+    (tmp_path / "requirements.txt").write_text(
+        "httptools==0.9.0\n# the web framework, an LTS\ndjango==5.2.19\n", encoding="utf-8"
+    )
+
+    assert mutation.requirement_pins(tmp_path) == before
+    assert before == {
+        "django": "==5.2.19",
+        "httptools": "==0.9.0",
+        "pytest": '==9.2.0; python_version >= "3.11"',
+    }
