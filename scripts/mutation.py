@@ -245,6 +245,12 @@ def run(root: Path, budget_s: float, mutants: list[str] = ()) -> bool:
     }
     env.pop("DATABASE_URL", None)  # the embedded tier: SQLite in the scratch copy's var/
     env.pop("REDIS_URL", None)
+    # A run stopped mid-test (its budget, a timed-out mutant) can leave rows committed in the
+    # reused test database; the next run's clean tests would fail on them ("failed to collect
+    # stats"). Each run starts on a database made afresh, and each of its test sessions on a
+    # copy of it as migrated (its ``.pristine``: tests/support/mutation_database.py).
+    for stale in (root / "mutants" / "var").glob("test-harness.sqlite3*"):
+        stale.unlink()
     mutmut = Path(sys.executable).parent / "mutmut"
     log = (root / "mutmut.log").open("a", encoding="utf-8")
     process = subprocess.Popen(  # noqa: S603  (this venv's mutmut, our arguments)

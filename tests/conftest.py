@@ -16,6 +16,7 @@ from hypothesis import settings as hypothesis_settings
 
 from harness.api_keys import create_api_key
 from harness.demo import load_demo
+from tests.support import mutation_database
 
 # The console's single sign-on fixtures (a real OpenID Provider): oidc_provider, sso.
 pytest_plugins = ["tests.support.oidc"]
@@ -56,6 +57,29 @@ def _masker_memos_start_empty():
                 value.cache_clear()
         for memo in memos:
             getattr(module, memo).clear()
+
+
+def _mutation_test_database() -> Path | None:
+    """The SQLite test database, under mutation testing only (``scripts/mutation.py``)."""
+    if os.environ.get("HARNESS_HYPOTHESIS_PROFILE") != "mutation":
+        return None
+    database = settings.DATABASES["default"]
+    if database["ENGINE"] != "django.db.backends.sqlite3":
+        return None
+    return Path(database["TEST"]["NAME"])
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if (database := _mutation_test_database()) is not None:
+        mutation_database.restore_pristine(database)
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup):
+    """pytest-django's, then (under mutation testing) a copy of the migrated database kept for
+    the sessions after this one (tests/support/mutation_database.py)."""
+    if (database := _mutation_test_database()) is not None:
+        mutation_database.keep_pristine(database)
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-django's, which keeps this order in its groups
