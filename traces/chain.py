@@ -590,7 +590,7 @@ def runs_fault(
     Returns (the first break, records checked, runs seen)."""
     named = dict(named)
     checked, runs = 0, 0
-    walk = _RunWalk()
+    walk = _RunWalk(None)  # before the first run: no request id is None
     for record in records:
         if record.request_id != walk.request_id:
             fault = walk.finish(ended, final_from)
@@ -617,7 +617,7 @@ def runs_fault(
 class _RunWalk:
     """Walks one run's records in order, checking each link that names one of them."""
 
-    def __init__(self, request_id: str = "", links: list[AuditRunLink] | None = None) -> None:
+    def __init__(self, request_id: str | None, links: list[AuditRunLink] | None = None) -> None:
         self.request_id = request_id
         self.expected = 1
         self.prev_hash = GENESIS_HASH
@@ -667,7 +667,7 @@ class _RunWalk:
                 "names them",
                 request_id=self.request_id,
             )
-        if not self.request_id or ended is None or self.request_id not in ended:
+        if self.request_id is None or ended is None or self.request_id not in ended:
             return None  # a run still going: its records after its last link need no link yet
         closing = self.at.get(last, [])
         if not closing:

@@ -646,3 +646,19 @@ def test_of_runs_deleted_whole_the_first_linked_is_named_whatever_their_ids():
     tamper("DELETE FROM traces_auditrecord WHERE tenant = 'acme'")
 
     assert verify_chain("acme").broken.request_id == later_id != earlier_id
+
+
+def test_records_deleted_past_two_links_of_a_run_are_named_from_the_first_link_beyond():
+    # A pause at record 2 and the end at record 4; records 2 to 4 deleted: both links name
+    # records that are gone, and the break names the first of them.
+    run, chain = unlinked_run(1, 2)
+    anchor_run(run, "acme", chain.head)  # link 1: a pause at record 2
+    insert_records([chain.link(f"{i:016x}", "tool_io", {"i": i}) for i in range(2, 4)])
+    anchor_run(run, "acme", chain.head, final=True)  # link 2: the end at record 4
+    delete_records(run, 2, 3, 4)
+
+    assert verify_chain("acme", ended={run}).broken == ChainBreak(
+        2,
+        "record 2 at the end of the run are missing (deleted); link 1 names them",
+        request_id=run,
+    )

@@ -15,7 +15,14 @@ from datetime import UTC, datetime
 import pytest
 from django.conf import settings
 
-from traces.chain import GENESIS_HASH, RunChain, anchor_run, insert_records, signed_head
+from traces.chain import (
+    GENESIS_HASH,
+    RunChain,
+    anchor_run,
+    insert_records,
+    link_hash,
+    signed_head,
+)
 from traces.errors import AuditRecordImmutable
 from traces.models import AuditChainHead, AuditRecord, AuditRunLink
 
@@ -106,6 +113,23 @@ def test_a_links_hash_covers_its_content_and_final_only_when_set(final):
         "hash": link.hash,
         "signature": head.signature,
     }
+
+
+def test_a_link_hashed_without_saying_final_is_hashed_as_a_link_written_before_the_flag():
+    # Migration 0004 hashed the links written before final links existed this way: their
+    # content has no "final" member, whatever else is asked.
+    content = {
+        "tenant": "acme",
+        "sequence": 3,
+        "prev_hash": "a" * 64,
+        "request_id": RUN,
+        "run_sequence": 7,
+        "run_hash": "b" * 64,
+        "created_at": AT,
+    }
+
+    expected = sha256_of_canonical({"link": True, **content, "created_at": AT.isoformat()})
+    assert link_hash(**content) == expected == link_hash(**content, final=False)
 
 
 def test_the_exported_head_of_a_tenant_without_a_chain_is_the_signed_genesis():
