@@ -378,3 +378,90 @@ def test_a_pattern_re2_would_take_seconds_to_compile_is_refused_at_once_and_neve
     assert "pattern too large: 50000 positions" in refused.value.message
     assert loaded == ()
     assert MaskingPatternChange.objects.get().action == "disable"
+
+
+# --- why the screen refuses a shape ------------------------------------------------------------
+
+NESTED = "Nested unbounded repetition such as (a+)+: repeat the inner item once"
+AMBIGUOUS = (
+    "A repetition whose item can stop or go on at the same character, such as (a+)+, "
+    r"(?:a|aa)+, (?:a?a)+ or (?:\d{1,2})+: make where each item ends unambiguous, "
+    r"e.g. (?:\d{3}-?)+ or \d(?:\d-)*"
+)
+ALIKE = (
+    "Alternatives that can start alike inside a repetition, such as (?:a|a)+ or (?:ab|a.)+: "
+    "factor the common start out, e.g. a(?:b|.)"
+)
+IN_A_ROW = (
+    "Unbounded repetitions in a row that can match the same characters, such as \\d+\\d+ or "
+    r"\s*#?\s*: keep one of them, e.g. \d+ or \s*(?:#\s*)?"
+)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "reason"),
+    [
+        # an unbounded repetition inside another, directly, in a group or in an alternative
+        (r"(?:a+b)+", NESTED),
+        (r"(?:(?:a+)b)+", NESTED),
+        (r"(?:c|a+b)+", NESTED),
+        (r"(?:(a+)b)+", NESTED),
+        (r"CUST-\d+|(?:a+b)+", NESTED),
+        # an item that can stop or go on where the next one starts, repeated ten times or more
+        (r"(?:\d{1,2}){10}", AMBIGUOUS),
+        (r"(?:c|\d{1,2})+", AMBIGUOUS),
+        (r"(?:(?:ab?){2}b)+", AMBIGUOUS),
+        (r"x(?:|a)+", AMBIGUOUS),
+        # alternatives of a repetition that start alike, however deep in it
+        (r"(?:x?y|y)+", ALIKE),
+        (r"(?:a?b|a)+", ALIKE),
+        (r"(?:(?:xa|zb|xc)y)+", ALIKE),
+        (r"(?:(?:ab|cd)e|a)+", ALIKE),
+        (r"(?:c(?:xa|[x-z]b))+", ALIKE),
+        (r"(?:c(?:xa|[x-z]b)|d)+", ALIKE),
+        (r"(?:c(xa|[x-z]b))+", ALIKE),
+        # unbounded repetitions in a row over common characters, through groups and optionals
+        (r"\d+-?\d+", IN_A_ROW),
+        (r"(?:\d+)\d+", IN_A_ROW),
+        (r"(\d+\d+)", IN_A_ROW),
+        (r"(\d+)\d+", IN_A_ROW),
+        (r"(?:\da)+\d+", IN_A_ROW),
+        (r"(?:x\d?)+\d+", IN_A_ROW),
+        (r"\w+[^\x00-\x7f]+", IN_A_ROW),  # in common: letters beyond ASCII (é, ß, 中…)
+    ],
+)
+def test_a_backtracking_shape_is_refused_naming_the_shape_and_how_to_fix_it(pattern, reason):
+    with pytest.raises(MaskingPatternInvalid) as refused:
+        try_pattern("order_ref", pattern, "CUST-12 aab 11x")
+
+    assert refused.value.field == "pattern"
+    assert refused.value.message == (
+        f"{reason} (a backtracking engine can take exponential time, or polynomial time, on "
+        "such a pattern; RE2 would not, but the pattern is refused so that it stays safe "
+        "wherever it is used)."
+    )
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        r"CUST-\d+",
+        r"[a-z]+\d+",  # in a row, but over characters they do not share
+        r"\d+x\d+",
+        r"(\d+x)\d+",
+        r"CUST-\d+x\d+",
+        r"(?:\d{1,2}){9}",  # repeated too few times to matter
+        r"(?:\d{1,2}x)+",  # each item ends at its x
+        r"(?:ab|b)+",  # the alternatives start apart
+        r"(?:(?:xa|zb)y)+",
+        r"(?:(?:xa|yb)y)+",
+        r"(?:(?:x|)y)+",  # one empty alternative, then a y
+        r"\d{6}|[0-5]{8}",  # alternatives alike, but not repeated
+    ],
+)
+def test_a_pattern_without_a_backtracking_shape_passes_the_screen(pattern):
+    from re import _parser as sre_parse  # type: ignore[attr-defined]
+
+    from traces.masking.patterns import _backtracking_hazard
+
+    assert _backtracking_hazard(sre_parse.parse(pattern)) is None

@@ -277,3 +277,326 @@ def test_a_pattern_detector_finds_its_whole_match_or_its_group_where_its_check_a
 
     assert list(whole.find("badge B-1234 and B-5678")) == [(6, 12), (17, 23)]
     assert list(checked.find("B-1234 B-5678 B-")) == [(2, 6)]  # no empty value, no 5678
+
+
+@pytest.mark.parametrize(
+    ("pattern", "positions"),
+    [
+        ("abc", 3),
+        ("xa?", 2),  # an optional item counts once
+        ("a{3,}", 4),  # an unbounded one: its minimum plus one
+        ("a{2,5}", 5),
+        ("x(ab)", 3),
+        ("xay|xbz", 5),  # x, then the alternatives' four
+        (r"\pN{1000}", 1009),  # RE2-only syntax: its length plus the counts written
+    ],
+)
+def test_a_patterns_positions_are_counted_with_its_repetitions_spelt_out(pattern, positions):
+    from traces.masking.plugins import expanded_positions
+
+    assert expanded_positions(pattern) == positions
+
+
+def test_a_pattern_of_exactly_the_most_positions_compiles_and_one_more_is_refused():
+    import re2
+
+    from traces.masking.plugins import MAX_EXPANDED_POSITIONS, compile_tenant_pattern
+
+    assert MAX_EXPANDED_POSITIONS == 2000
+    assert compile_tenant_pattern("a{1000}b{1000}").match("a" * 1000 + "b" * 1000)
+    with pytest.raises(re2.error, match="pattern too large: 2001 positions"):
+        compile_tenant_pattern("a{1000}b{1000}c")
+
+
+def test_re2_refusing_a_pattern_writes_nothing_to_the_processs_error_output(capfd):
+    with pytest.raises(MaskingPatternInvalid):
+        try_pattern("customer_number", r"CUST-(\d{6}", "CUST-123456")
+
+    assert capfd.readouterr().err == ""
+
+
+def test_a_scans_budget_is_a_fixed_part_and_a_part_per_character_shared_by_the_patterns():
+    from traces.masking.plugins import scan_budget_s
+
+    assert scan_budget_s(1000) == pytest.approx(0.251, rel=1e-9)
+    assert scan_budget_s(1000, 2) == pytest.approx(0.1255, rel=1e-9)
+    assert scan_budget_s(0, 0) == pytest.approx(0.25, rel=1e-9)
+
+
+class _Clock:
+    """``time`` for plugins: each reading ``step`` seconds after the last."""
+
+    def __init__(self, step):
+        self.now, self.step = 100.0, step
+
+    def monotonic(self):
+        self.now += self.step
+        return self.now
+
+
+def test_a_scan_past_its_share_of_the_budget_says_so_and_masks_what_it_did_not_read(
+    monkeypatch,
+):
+    from traces.masking import plugins
+
+    monkeypatch.setattr(plugins, "time", _Clock(0.4))
+    text = "O-1 " + "x" * 300_000
+    alone = plugins.TenantPattern("order_ref", r"O-\d", report=False)
+    shared = plugins.TenantPattern("order_ref", r"O-\d", patterns=2, report=False)
+
+    assert list(alone.find(text)) == [(0, 3)]  # 0.4 s of its 0.55
+    assert alone.exceeded is None
+    assert list(shared.find(text)) == [(0, 3), (3, len(text))]  # 0.4 s of its 0.275
+    assert shared.exceeded == (
+        f"scan budget exceeded: 0.400 s (budget 0.275 s) on a text of {len(text)} characters, "
+        "stopped at character 3"
+    )
+
+
+def test_a_scan_that_read_to_the_end_of_the_text_is_within_its_budget(monkeypatch):
+    from traces.masking import plugins
+
+    monkeypatch.setattr(plugins, "time", _Clock(0.0))
+    monkeypatch.setattr(plugins, "TENANT_SCAN_BUDGET_S", 0.0)
+    monkeypatch.setattr(plugins, "TENANT_SCAN_BUDGET_PER_CHAR_S", 0.0)
+    detector = plugins.TenantPattern("order_ref", r"O-\d", report=False)
+
+    assert list(detector.find("O-1 O-2")) == [(0, 3), (4, 7)]  # no time spent: within 0 s
+    monkeypatch.setattr(plugins, "time", _Clock(1.0))
+    assert list(detector.find("at O-1")) == [(3, 6)]  # past it, but nothing left unread
+    assert detector.exceeded is None
+
+
+def test_a_tenant_pattern_finds_its_group_and_no_empty_value():
+    from traces.masking.plugins import TenantPattern
+
+    detector = TenantPattern("order_ref", r"ID-(\d*)", report=False)
+
+    assert list(detector.find("ID-123 ID- ID-4")) == [(3, 6), (14, 15)]
+
+
+def test_a_pattern_past_its_budget_is_disabled_once(monkeypatch):
+    from traces.masking import plugins
+
+    disabled = []
+    monkeypatch.setattr(plugins, "_disable", lambda *args: disabled.append(args))
+    monkeypatch.setattr(plugins, "time", _Clock(1.0))
+    detector = plugins.TenantPattern("order_ref", r"O-\d", tenant="acme")
+
+    list(detector.find("O-1 O-2 O-3"))
+    list(detector.find("O-1 O-2 O-3"))
+
+    assert [args[:3] for args in disabled] == [("acme", "order_ref", r"O-\d")]
+
+
+def test_trying_a_pattern_on_its_sample_disables_and_logs_nothing(monkeypatch, caplog):
+    from traces.masking import plugins
+
+    monkeypatch.setattr(plugins, "time", _Clock(1.0))
+
+    with pytest.raises(MaskingPatternInvalid, match="On the sample: scan budget exceeded"):
+        try_pattern("order_ref", r"O-\d", "O-1 O-2 O-3")
+
+    assert not [r for r in caplog.records if r.name == "traces.masking.plugins"]
+
+
+@pytest.mark.parametrize(
+    ("kind", "pattern", "sample", "message"),
+    [
+        (
+            "Customer Number",
+            r"CUST-\d{6}",
+            "CUST-123456",
+            "The kind must be 2-40 characters: a-z, 0-9 and _, starting with a letter.",
+        ),
+        (
+            "phone",
+            r"CUST-\d{6}",
+            "CUST-123456",
+            "'phone' is a built-in kind; choose another name.",
+        ),
+        ("customer_number", "x" * 501, "x", "The pattern must be 1-500 characters."),
+        ("customer_number", "", "x", "The pattern must be 1-500 characters."),
+        (
+            "customer_number",
+            r"\pN+",
+            "1",
+            "Use syntax that Python's re reads too (patterns stay portable): "
+            "bad escape \\p at position 0.",
+        ),
+        (
+            "customer_number",
+            r"(C)(\d+)",
+            "C1",
+            "Use at most one capturing group (the value); (?:…) groups otherwise.",
+        ),
+        ("customer_number", r"\d*", "1", "The pattern matches the empty string."),
+        (
+            "customer_number",
+            r"CUST-\d{6}",
+            "",
+            "Give a sample text (up to 10000 characters) with a value.",
+        ),
+        (
+            "customer_number",
+            r"CUST-\d{6}",
+            "x" * 10_001,
+            "Give a sample text (up to 10000 characters) with a value.",
+        ),
+        (
+            "customer_number",
+            r"CUST-\d{6}",
+            "no value here",
+            "The pattern finds nothing in the sample.",
+        ),
+    ],
+)
+def test_a_bad_pattern_is_refused_saying_what_is_wrong(kind, pattern, sample, message):
+    with pytest.raises(MaskingPatternInvalid) as refused:
+        try_pattern(kind, pattern, sample)
+
+    at_fault = (
+        "kind" if kind != "customer_number" else "sample" if "sample" in message else "pattern"
+    )
+    assert refused.value.details == {"field": at_fault}
+    assert refused.value.message == message
+
+
+def test_a_construct_re2_lacks_is_refused_saying_why_with_re2s_words():
+    with pytest.raises(MaskingPatternInvalid) as refused:
+        try_pattern("customer_number", r"\d++X", "12X")
+
+    assert refused.value.message.startswith(
+        "Uses a possessive quantifier (a*+, a++), which tenant patterns do not support: they "
+        "run on RE2, which matches in linear time and has no lookarounds or backreferences "
+        "(RE2: "
+    )
+
+
+@pytest.mark.parametrize(
+    ("pattern", "sample", "found"),
+    [
+        ("x" * 500, "x" * 500, ["x" * 500]),  # the longest pattern
+        (r"(X+)", "aXXb", ["XX"]),  # a group that matches no empty text
+        (r"\d{4}", "1234" + "." * 9_996, ["1234"]),  # the longest sample
+    ],
+)
+def test_a_pattern_and_sample_at_their_limits_are_tried(pattern, sample, found):
+    assert try_pattern("customer_number", pattern, sample).found == found
+
+
+def test_the_sample_is_shown_masked_as_the_trial_masker_stores_it():
+    trial = try_pattern("customer_number", r"CUST-\d{6}", "for CUST-123456")
+
+    assert trial.masked_sample == "for [customer_number:d503c186]"
+
+
+class _Badges:
+    """A detector of ``B:`` and the rest of the word, with the optional parts of the interface."""
+
+    kind = "badge_code"
+
+    def __init__(self, **parts):
+        self.__dict__.update(parts)
+
+    def find(self, text):
+        import re
+
+        return (m.span(1) for m in re.finditer(r"B:(\S+)", text))
+
+
+def _masked(detector, text):
+    from traces.masking.plugins import register
+
+    return Masker(b"key", detectors=(register(detector),)).mask_text(text)
+
+
+def test_a_new_kinds_values_are_fingerprinted_by_their_letters_and_digits_in_capitals():
+    masked = _masked(_Badges(), "B:ab-12--34 B:AB1234 B:ab1235").split()
+
+    assert masked[0] == masked[1] != masked[2]
+    assert masked[0].startswith("B:[badge_code:")
+    assert len(masked[0]) == len("B:[badge_code:]") + 8
+
+
+def test_a_detectors_normalize_decides_what_is_fingerprinted_or_the_value_if_it_gives_nothing():
+    by_prefix = _Badges(normalize=lambda value: value[:2] if value[0] != "-" else None)
+    masked = _masked(by_prefix, "B:ab1 B:ab2 B:-x B:-x B:-y").split()
+
+    assert masked[0] == masked[1] != masked[2]  # ab… alike
+    assert masked[2] == masked[3] != masked[4]  # no normal form: the value itself
+
+
+def test_a_kind_that_is_not_fingerprinted_is_removed_or_masked_by_its_own_mask():
+    removed = _masked(_Badges(fingerprinted=False), "B:ab12")
+    own = _masked(_Badges(fingerprinted=False, mask=lambda v, d: f"<{v[0]}{d}>"), "B:ab12")
+
+    assert (removed, own) == ("B:[badge_code removed]", "B:<a>")
+
+
+def test_a_detector_without_find_is_refused_by_name():
+    from traces.masking.plugins import register
+
+    class NoFind:
+        kind = "badge_code"
+
+    with pytest.raises(ImproperlyConfigured) as refused:
+        register(NoFind())
+
+    assert str(refused.value) == "masking detector 'badge_code' has no find(text)"
+
+
+class _CallableDetector:
+    kind = "ticket_ref"
+
+    def __call__(self):
+        raise AssertionError("a detector that is callable is used as it is, not called")
+
+    def find(self, text):
+        import re
+
+        return (m.span() for m in re.finditer(r"TKT-\d+", text))
+
+
+CALLABLE_DETECTOR = _CallableDetector()
+
+
+def test_a_configured_detector_that_is_callable_is_used_as_it_is(settings):
+    settings.HARNESS_MASKING_DETECTORS = ("tests.traces.test_masking_plugins.CALLABLE_DETECTOR",)
+
+    assert Masker(b"key").mask_text("see TKT-42").startswith("see [ticket_ref:")
+
+
+@pytest.mark.django_db
+def test_a_tenants_patterns_are_read_again_once_they_are_five_seconds_old(monkeypatch):
+    from types import SimpleNamespace
+
+    from traces.masking import plugins
+
+    clock = SimpleNamespace(now=1000.0)
+    monkeypatch.setattr(plugins, "time", SimpleNamespace(monotonic=lambda: clock.now))
+    plugins.forget_tenant_patterns("acme")
+    MaskingPattern.objects.create(tenant="acme", kind="badge", pattern=r"B-\d", sample="B-1")
+    first = plugins.tenant_detectors("acme")
+    MaskingPattern.objects.create(tenant="acme", kind="ticket", pattern=r"T-\d", sample="T-1")
+
+    clock.now = 1004.9
+    kept = plugins.tenant_detectors("acme")
+    clock.now = 1005.0
+    again = plugins.tenant_detectors("acme")
+
+    assert kept is first
+    assert [d.kind for d in again] == ["badge", "ticket"]
+    assert [d._patterns for d in again] == [2, 2]  # one budget shared by the two
+
+
+@pytest.mark.django_db
+def test_a_saved_pattern_is_used_by_the_tenants_next_masker_at_once():
+    from traces.masking.plugins import forget_tenant_patterns, tenant_detectors
+
+    forget_tenant_patterns("acme")
+    assert tenant_detectors("acme") == ()
+
+    save_pattern("acme", "customer_number", r"CUST-\d{6}", "CUST-123456", "alice")
+
+    assert [d.kind for d in tenant_detectors("acme")] == ["customer_number"]
