@@ -186,3 +186,10 @@ def test_a_national_number_of_more_than_seventeen_digits_is_no_phone():
 
     assert PhoneValidator(("JP",)).national("0" + nsn) is None
     assert PhoneValidator(("JP",)).national("0" + nsn[:-1]) == "+81" + nsn[:-1]
+
+
+def test_digits_written_without_separators_are_taken_for_the_first_region_they_are_valid_in():
+    """``312345`` is valid in Andorra and Tokelau; bare digits have no shape to tell them apart
+    (Tokelau formats it so, Andorra as ``312 345``)."""
+    assert PhoneValidator(("AD", "TK")).e164("312345") == "+376312345"
+    assert PhoneValidator(("TK", "AD")).e164("312345") == "+690312345"
