@@ -360,3 +360,31 @@ def test_the_member_names_inside_a_credential_member_are_masked_too():
     assert masked == {
         "client_secret": {"z***@example.com": "[secret removed]", 7: "[secret removed]"}
     }
+
+
+_FULL_WIDTH = str.maketrans("0123456789", "".join(chr(0xFF10 + d) for d in range(10)))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "电话13812345678",
+        "电话 138 1234 5678 请回电",
+        "call 06 12 34 56 78 now",
+        "call (718) 951-1807 now",
+        "tel 07400 123456",
+        "tel +33 6 12 34 56 78",
+    ],
+)
+def test_a_phone_number_in_full_width_digits_is_masked_like_its_ascii_form(text):
+    """CJK text often writes digits full-width (U+FF10 to U+FF19): the number finder reads them,
+    but the phone rules (ASCII patterns and prefixes) found them valid nowhere."""
+    full_width, ascii_masker, masker = text.translate(_FULL_WIDTH), Masker(b"key"), Masker(b"key")
+
+    masked = masker.mask_text(full_width)
+
+    assert masked == ascii_masker.mask_text(text).translate(_FULL_WIDTH)
+    assert masked != full_width
+    found = masker.drain()
+    assert [kind for kind, _ in found] == ["phone"]
+    assert found == ascii_masker.drain()  # the same E.164 form, hence the same fingerprint

@@ -5,6 +5,7 @@ import random
 
 import phonenumbers
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -136,3 +137,59 @@ def test_a_premium_rate_number_is_a_phone_only_written_internationally(region):
     assert PhoneValidator().international(f"{number.country_code}{nsn}") == (
         f"+{number.country_code}{nsn}"
     )
+
+
+_FULL_WIDTH = {code: code + 0xFEE0 for code in range(ord("0"), ord("9") + 1)}
+
+
+@pytest.mark.parametrize(
+    ("written", "e164"),
+    [
+        ("06 12 34 56 78", "+33612345678"),
+        ("06123 45678", "+49612345678"),
+        # Other separators: no region's shape, but France's groups of digits.
+        ("06\u00a012\u00a034\u00a056\u00a078", "+33612345678"),
+        ("06\u202f12\u202f34\u202f56\u202f78", "+33612345678"),
+        # Full-width digits: France's shape exactly.
+        ("06 12 34 56 78".translate(_FULL_WIDTH), "+33612345678"),
+        ("06123 45678".translate(_FULL_WIDTH), "+49612345678"),
+    ],
+)
+def test_a_number_valid_in_two_regions_is_taken_for_the_one_it_is_written_like(written, e164):
+    """``0612345678`` is German and French; Germany comes first in the default regions."""
+    assert PhoneValidator().e164(written) == e164
+
+
+def test_unknown_regions_are_refused_by_name():
+    with pytest.raises(ImproperlyConfigured) as refused:
+        PhoneValidator(("XX", "FR", "YY"))
+
+    assert str(refused.value) == "HARNESS_PHONE_REGIONS: unknown phone regions: XX, YY"
+
+
+def test_regions_are_kept_in_capitals_once_each():
+    assert PhoneValidator(("fr", "FR", "de")).regions == ("FR", "DE")
+
+
+@pytest.mark.parametrize(("written", "region"), [("8999", "TA"), ("7012", "NU"), ("3101", "TK")])
+def test_four_digit_national_numbers_are_read(written, region):
+    """Tristan da Cunha, Niue and Tokelau have numbers of four digits."""
+    assert PhoneValidator((region,)).e164(written) == library_e164(written, region)
+    assert library_e164(written, region) is not None
+
+
+def test_a_national_number_of_more_than_seventeen_digits_is_no_phone():
+    """Japan's toll-free numbers have up to 17 digits, 18 with the national prefix: longer than
+    any the finder asks (E.164 numbers have 15 at most)."""
+    nsn = "0037" + "1234567890123"
+    assert rules_for_region("JP").valid(nsn, national=True)
+
+    assert PhoneValidator(("JP",)).national("0" + nsn) is None
+    assert PhoneValidator(("JP",)).national("0" + nsn[:-1]) == "+81" + nsn[:-1]
+
+
+def test_digits_written_without_separators_are_taken_for_the_first_region_they_are_valid_in():
+    """``312345`` is valid in Andorra and Tokelau; bare digits have no shape to tell them apart
+    (Tokelau formats it so, Andorra as ``312 345``)."""
+    assert PhoneValidator(("AD", "TK")).e164("312345") == "+376312345"
+    assert PhoneValidator(("TK", "AD")).e164("312345") == "+690312345"

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 import secrets
+import unicodedata
 from functools import lru_cache
 from typing import cast
 
@@ -201,6 +202,8 @@ class PhoneValidator:
         taken at once: the regions after it could not change the answer, so they are not
         looked up (``tests/traces/test_masking_speed.py`` holds this to looking up every
         region first)."""
+        if not digits.isascii():
+            digits = _ascii_digits(digits)
         screen = self._screen(len(digits), compact)
         index = screen.first(digits, 0) if screen else None
         if index is None:
@@ -251,6 +254,8 @@ class PhoneValidator:
     def national_candidates(self, digits: str) -> list[str]:
         """Every E.164 form ``digits`` can have, written nationally in a default region."""
         found = []
+        if not digits.isascii():
+            digits = _ascii_digits(digits)
         for rules in self._by_length.get(len(digits), ()):
             for compact in (False, True):
                 e164 = rules.national(digits, compact)
@@ -261,6 +266,8 @@ class PhoneValidator:
     @staticmethod
     def international(digits: str) -> str | None:
         """``digits`` after the ``+`` (or ``00``): country code then national number."""
+        if not digits.isascii():
+            digits = _ascii_digits(digits)
         for size in (1, 2, 3):
             code = int(digits[:size]) if len(digits) > size else 0
             regions = rules_for_country_code(code) if code else ()
@@ -312,6 +319,13 @@ class _Screen:
             )
         match = pattern.fullmatch(digits)
         return None if match is None else int(match.lastgroup[1:])  # type: ignore[index]
+
+
+def _ascii_digits(digits: str) -> str:
+    """``digits`` in ASCII. The finder's runs and ``e164`` take any decimal digit (full-width
+    ones in CJK text, U+FF10 to U+FF19), but the metadata's patterns and national prefixes
+    are ASCII: a number written in other digits would be valid nowhere, and kept in clear."""
+    return "".join(str(unicodedata.decimal(c, c)) for c in digits)
 
 
 def _shape_of(written: str) -> str:
