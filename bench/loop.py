@@ -34,6 +34,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -429,9 +430,10 @@ def sync_api_gunicorn() -> None:
             for name in order:
                 port, pid = servers[name]
                 cpu = _cpu_s(pid)
+                spread = _spread_later(pid, port)
                 done, failed, elapsed, latencies = _http_burst(port, key, body, HTTP_RUNS, HTTP_S)
                 cpu_ms = (_cpu_s(pid) - cpu) * 1e3 / max(done, 1)
-                results[name].append((done, failed, elapsed, latencies, cpu_ms))
+                results[name].append((done, failed, elapsed, latencies, cpu_ms, spread.result()))
     print(
         f"sync runs through the API, real gunicorn, {HTTP_CLIENTS} clients on loopback "
         f"(≤ {HTTP_RUNS} runs or {HTTP_S} s a round, {REPS} rounds alternating):"
@@ -443,12 +445,16 @@ def sync_api_gunicorn() -> None:
         p50 = statistics.median(statistics.median(r[3]) for r in rounds if r[3]) * 1e3
         cpu_ms = statistics.median(r[4] for r in rounds)
         failures = sum(r[1] for r in rounds)
-        each = ", ".join(f"{r[0] / r[2]:.1f}" for r in rounds)
+        each = ", ".join(f"{r[0] / r[2]:.1f} {'/'.join(map(str, r[5])) or '?'}" for r in rounds)
         print(
             f"  {label:<48} {rate:5.1f} runs/s, p50 {p50:4.0f} ms, server CPU {cpu_ms:4.1f} ms "
             f"a run (rounds: {each} runs/s; {failures} failed)"
         )
         figures[name] = (rate, p50)
+    print(
+        "  (after each figure of a round, its clients' connections per worker, busiest first: "
+        "a worker's Python runs on one core at a time, so an uneven spread caps a round)"
+    )
     pairs = zip(results["shipped"], results["wsgi"], strict=True)
     ratios = [(s[0] / s[2]) / (w[0] / w[2]) for s, w in pairs]
     print(f"  shipped ÷ WSGI, round by round: {', '.join(f'{r:.2f}x' for r in ratios)}")
@@ -464,6 +470,17 @@ def sync_api_gunicorn() -> None:
         "≥ 1x runs/s, p50 no worse",
         rate >= wsgi_rate and p50 <= wsgi_p50,
     )
+
+
+def _spread_later(pid: int, port: int) -> Future:
+    """The clients' connections per worker of server ``pid``, read 2 s into the round (once
+    every client is connected; the connections are kept alive for the whole round)."""
+    from bench.support.procs import connections_per_worker
+
+    sampler = ThreadPoolExecutor(max_workers=1)
+    spread = sampler.submit(lambda: (time.sleep(2), connections_per_worker(pid, port))[1])
+    sampler.shutdown(wait=False)
+    return spread
 
 
 def _http_burst(port: int, key: str, body: str, runs: int, seconds: float):

@@ -93,3 +93,41 @@ def gunicorn(name: str, args: list[str], env: dict[str, str] | None = None):
     finally:
         _stop([proc])
         log.close()
+
+
+def connections_per_worker(master_pid: int, port: int) -> list[int]:
+    """How the established client connections to ``port`` are spread over the workers of the
+    gunicorn ``master_pid``, busiest first (read from ``/proc``: Linux only, else ``[]``)."""
+    established = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            # local address is hex "ip:port"; state 01 is ESTABLISHED.
+            if fields[3] == "01" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                established.add(fields[9])
+    counts = []
+    for worker in _children(master_pid):
+        try:
+            links = [os.readlink(fd) for fd in (Path("/proc") / str(worker) / "fd").iterdir()]
+        except OSError:
+            continue
+        sockets = {link[8:-1] for link in links if link.startswith("socket:[")}
+        counts.append(len(sockets & established))
+    return sorted(counts, reverse=True)
+
+
+def _children(pid: int) -> list[int]:
+    children = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if stat.rsplit(")", 1)[1].split()[1] == str(pid):
+                children.append(int(entry.name))
+    return children
