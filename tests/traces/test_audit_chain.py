@@ -10,6 +10,7 @@ import json
 import math
 import threading
 import time
+from datetime import timedelta
 from decimal import Decimal
 from io import StringIO
 
@@ -17,6 +18,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import DatabaseError, connection, connections, transaction
 from django.test import Client
+from django.utils import timezone
 
 from tests.support.audit import demo_run, paused_run, record, still_going, tamper, verify
 from traces.chain import (
@@ -460,8 +462,24 @@ def test_normalising_keeps_what_json_keeps_and_names_non_finite_numbers():
             normalize_json({"a": [0, bad]})
         assert caught.value.code == "non_finite_number"
         assert caught.value.details["path"] == path
+        # The message names the number itself, as the model and the operator are shown it.
+        assert str(caught.value).startswith(f"{bad!r} at {path} is not a finite number")
     with pytest.raises(NonFiniteNumber):
         normalize_json({math.nan: 1})
+
+
+def test_booleans_stay_booleans_not_the_integers_python_takes_them_for():
+    # False == 0 and True == 1 in Python: only the types and the JSON text tell them apart.
+    value = {"ok": False, "sent": True, "flags": [False, True, 0, 1], "nested": {"x": False}}
+
+    normalized = normalize_json(value)
+
+    assert json.dumps(normalized) == json.dumps(value)
+    assert [type(flag) for flag in normalized["flags"]] == [bool, bool, int, int]
+    assert normalized["ok"] is False
+    assert normalized["nested"]["x"] is False
+    assert normalize_json(False) is False
+    assert normalize_json(True) is True
 
 
 def test_keys_of_every_type_are_named_as_json_names_them_and_others_by_their_text():
@@ -523,8 +541,10 @@ def test_the_orm_refuses_to_update_delete_or_side_load_audit_rows(acme):
         AuditRecord.objects.bulk_update([first], ["payload"])
     with pytest.raises(AuditRecordImmutable):
         AuditRecord.objects.create(tenant="acme", sequence=99, payload={}, kind="tool_io")
-    with pytest.raises(AuditRecordImmutable):  # only records made by RunChain.link
+    # Only records made by RunChain.link.
+    with pytest.raises(AuditRecordImmutable) as caught:
         insert_records([AuditRecord(tenant="acme", sequence=99, payload={}, hash="1" * 64)])
+    assert caught.value.details == {"operation": "insert outside the chain"}
     assert verify("acme")[0]
 
 
@@ -624,3 +644,18 @@ def test_concurrent_runs_of_one_tenant_append_and_anchor_without_waiting_or_fork
     assert report.ok, report.broken
     assert (report.checked, report.runs, report.links) == (runs * steps * per_step, runs, runs * 2)
     assert AuditChainHead.objects.get(tenant="acme").sequence == runs * 2
+
+
+def test_the_tenant_head_says_when_it_last_moved(acme):
+    # The head is moved with a queryset update, which does not apply ``auto_now``.
+    demo_run(acme)
+    head = AuditChainHead.objects.get(tenant="acme")
+    long_ago = head.updated_at - timedelta(days=1)
+    AuditChainHead.objects.filter(pk=head.pk).update(updated_at=long_ago)
+    before = timezone.now()
+
+    demo_run(acme)
+
+    moved = AuditChainHead.objects.get(tenant="acme")
+    assert moved.sequence > head.sequence
+    assert moved.updated_at >= before
