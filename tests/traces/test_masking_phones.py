@@ -119,6 +119,27 @@ def test_nanpas_leading_one_is_taken_only_with_separators():
     assert validator.national_candidates("12127365000") == ["+12127365000"]
 
 
+# U+FF10 to U+FF19, as CJK text writes digits.
+_FULL_WIDTH = {ord("0") + n: 0xFF10 + n for n in range(10)}
+
+
+@pytest.mark.parametrize("region", DEFAULT_REGIONS)
+def test_the_national_candidates_of_full_width_digits_are_those_of_their_ascii_form(region):
+    # What a search for a phone written in CJK text looks for (kinds.search_forms).
+    example = phonenumbers.example_number(region)
+    digits = phonenumbers.national_significant_number(example)
+    prefix = phonenumbers.PhoneMetadata.metadata_for_region(region).national_prefix or ""
+    validator = PhoneValidator()
+    for written in {digits, prefix + digits}:
+        candidates = validator.national_candidates(written)
+        assert validator.national_candidates(written.translate(_FULL_WIDTH)) == candidates
+        if written == prefix + digits:
+            assert (
+                phonenumbers.format_number(example, phonenumbers.PhoneNumberFormat.E164)
+                in candidates
+            ), region
+
+
 @pytest.mark.parametrize("digits", ["0000000000", "0000000", "99999999999"])
 def test_digits_valid_in_no_default_region_have_no_candidate(digits):
     assert PhoneValidator().national_candidates(digits) == []
