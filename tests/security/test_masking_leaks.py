@@ -388,3 +388,24 @@ def test_a_phone_number_in_full_width_digits_is_masked_like_its_ascii_form(text)
     found = masker.drain()
     assert [kind for kind, _ in found] == ["phone"]
     assert found == ascii_masker.drain()  # the same E.164 form, hence the same fingerprint
+
+
+@pytest.mark.parametrize(
+    "phone", ["646-770-1943", "212 555 0123", "(718) 951-1807", "030 12345678", "06 12 34 56 78"]
+)
+@pytest.mark.parametrize("row", ["1042,{}", "7,{},open", "[3,{}]", "合计 12,{}"])
+def test_a_phone_after_a_digit_and_a_comma_is_no_amounts_thousands(row, phone):
+    """"1042,646-770-1943" (a CSV row, a JSON list): the number finder took the three digits
+    after "<digit>," for an amount's thousands and the phone was kept in clear; only a decimal
+    point after that group makes an amount ("339,990.28")."""
+    masker = Masker(b"key")
+    text = row.format(phone)
+
+    masked = masker.mask_text(text)
+
+    digits = "".join(c for c in phone if c.isdigit())
+    assert digits[-6:] not in "".join(c for c in masked if c.isdigit()), masked
+    assert [kind for kind, _ in masker.drain()] == ["phone"]
+    assert masker.mask_text("339,990.28 and 1,500.00-2,000.00") == (
+        "339,990.28 and 1,500.00-2,000.00"
+    )

@@ -280,6 +280,8 @@ CONTEXTS: dict[str, Callable[[str], str]] = {
     ),
     "cjk": lambda v: f"客户的号码是{v}，请核对后回复。",
     "markdown": lambda v: f"| 客户 | 号码 | 状态 |\n|---|---|---|\n| 张伟 | {v} | 已核对 |\n",
+    # A CSV row: the value after a number and a comma, where an amount's thousands would be.
+    "csv": lambda v: f"id,value,customer,status\n1042,{v},张伟,open\n",
     "url_query": lambda v: (
         f"see https://crm.example.com/customers/view?value={_url_value(v)}&lang=zh now"
     ),

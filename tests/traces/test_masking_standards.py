@@ -134,6 +134,9 @@ def look_alikes(draw: st.DrawFn) -> str:
                 f"{date:%d/%m/%Y}",
                 f"${draw(st.integers(1, 999))},{digits(3)},{digits(3)}.{digits(2)}",
                 f"{draw(st.integers(1, 99999999))}.{digits(2)} EUR",
+                f"{draw(st.integers(1, 999))},{digits(3)}.{digits(2)}-"
+                f"{draw(st.integers(1, 999))},{digits(3)}.{digits(2)}",
+                f"{draw(st.integers(1, 999))},{digits(3)} - {draw(st.integers(1, 999))},{digits(3)}",
                 ".".join(octets),
                 f"https://shop.example.com/orders/{digits(10)}?ref=mail&ts={digits(10)}",
             ]
@@ -144,7 +147,7 @@ def look_alikes(draw: st.DrawFn) -> str:
 @hypothesis_settings(max_examples=150, deadline=None)
 @given(
     value=look_alikes(),
-    context=st.sampled_from(["prose", "json", "json_escaped", "cjk", "markdown"]),
+    context=st.sampled_from(["prose", "json", "json_escaped", "cjk", "markdown", "csv"]),
 )
 def test_order_tracking_invoice_numbers_skus_dates_amounts_and_ips_stay_readable(value, context):
     text = standards.CONTEXTS[context](value)

@@ -98,7 +98,10 @@ _LABEL = re.compile(
     r"|(?:timestamp|epoch|ts|time|date)[\"'\s:=]*$"
     r"|#$"
 )
-_THOUSANDS = re.compile(r"\d{3}(?:\.\d|,\d{3}|[^\d]|$)")
+# The decimals of an amount after its thousands ("339,990.28", "1,500.00-2,000.00"): a run of
+# digits after "<digit>," is an amount's only where a decimal point follows its first group; a
+# space, dash or parenthesis there is a phone's ("42,646-770-1943" in a CSV row).
+_THOUSANDS = re.compile(r"\d{3}\.\d")
 # The methods the number finder's loop calls for every run of digits, looked up once.
 _unbroken, _thousands = _BREAK.search, _THOUSANDS.match
 _URL_OR_TIME = frozenset(":/=?&")
