@@ -136,7 +136,8 @@ def look_alikes(draw: st.DrawFn) -> str:
                 f"{draw(st.integers(1, 99999999))}.{digits(2)} EUR",
                 f"{draw(st.integers(1, 999))},{digits(3)}.{digits(2)}-"
                 f"{draw(st.integers(1, 999))},{digits(3)}.{digits(2)}",
-                f"{draw(st.integers(1, 999))},{digits(3)} - {draw(st.integers(1, 999))},{digits(3)}",
+                f"{draw(st.integers(1, 999))},{digits(3)} - "
+                f"{draw(st.integers(1, 999))},{digits(3)}",
                 ".".join(octets),
                 f"https://shop.example.com/orders/{digits(10)}?ref=mail&ts={digits(10)}",
             ]
