@@ -395,7 +395,7 @@ def test_a_phone_number_in_full_width_digits_is_masked_like_its_ascii_form(text)
 )
 @pytest.mark.parametrize("row", ["1042,{}", "7,{},open", "[3,{}]", "合计 12,{}"])
 def test_a_phone_after_a_digit_and_a_comma_is_no_amounts_thousands(row, phone):
-    """"1042,646-770-1943" (a CSV row, a JSON list): the number finder took the three digits
+    """ "1042,646-770-1943" (a CSV row, a JSON list): the number finder took the three digits
     after "<digit>," for an amount's thousands and the phone was kept in clear; only a decimal
     point after that group makes an amount ("339,990.28")."""
     masker = Masker(b"key")
