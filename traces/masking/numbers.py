@@ -99,9 +99,10 @@ _LABEL = re.compile(
     r"|#$"
 )
 # The decimals of an amount after its thousands ("339,990.28", "1,500.00-2,000.00"): a run of
-# digits after "<digit>," is an amount's only where a decimal point follows its first group; a
-# space, dash or parenthesis there is a phone's ("42,646-770-1943" in a CSV row).
-_THOUSANDS = re.compile(r"\d{3}\.\d")
+# digits after "<digit>," is an amount's only where a decimal point follows its first group,
+# and no second one its decimals; a space, dash or parenthesis there is a phone's
+# ("42,646-770-1943" in a CSV row), and so are two dots ("42,646.770.1943").
+_THOUSANDS = re.compile(r"\d{3}\.\d++(?!\.\d)")
 # The methods the number finder's loop calls for every run of digits, looked up once.
 _unbroken, _thousands = _BREAK.search, _THOUSANDS.match
 _URL_OR_TIME = frozenset(":/=?&")
@@ -152,10 +153,14 @@ class NumberFinder:
                 match = inner
                 start, end = match.span()
             before = text[start - 1] if start else " "
-            if start > 1:
+            run = match.group(0)
+            whole = run.isdigit() or _unbroken(run) is None
+            if start > 1 and whole:
                 # The commonest look-alikes, turned away before any call: digits glued to
                 # capitals that cannot start an IBAN, NIE or NINO ("JD4778…", "SKU5789…"),
-                # and the numbers of labels such as "ORD-2025-…" or "T-20251014-…".
+                # and the numbers of labels such as "ORD-2025-…" or "T-20251014-…". Not a
+                # run that two separators in a row break: its values are read one by one
+                # ("SKU12  646-770-1943", a table's columns).
                 if "A" <= before <= "Z":
                     if (
                         text[start - 2 : start] not in countries
@@ -167,8 +172,7 @@ class NumberFinder:
                         continue
                 elif before == "-" and text[start - 2] in word:
                     continue
-            run = match.group(0)
-            if run.isdigit() or _unbroken(run) is None:
+            if whole:
                 if (
                     before == ","
                     and start > 1
