@@ -109,6 +109,11 @@ def test_a_phone_after_a_dash_that_follows_no_word_is_masked(text):
     assert kinds(text) == ["phone"] * text.count("-646") + ["phone"] * text.count("-503")
 
 
+@pytest.mark.parametrize("first", ["SKU578912", "JD47781234", "ORD-2025-1234", "T-20251014-88"])
+def test_the_values_after_a_number_glued_to_a_word_are_found(first):
+    assert kinds(f"{first}, call 646-770-1943 or 4111 1111 1111 1111") == ["phone", "card"]
+
+
 @pytest.mark.parametrize("word", ["ORD", "T", "ab_1"])
 def test_a_number_after_a_word_and_a_dash_is_the_words(word):
     assert kinds(f"see {word}-13812345678 ok") == []
