@@ -458,6 +458,7 @@ def test_two_ranges_in_a_row_are_refused_exactly_when_they_share_a_character(bou
         (r"(?:\da)+\d+", IN_A_ROW),
         (r"(?:x\d?)+\d+", IN_A_ROW),
         (r"\w+[^\x00-\x7f]+", IN_A_ROW),  # in common: letters beyond ASCII (é, ß, 中…)
+        ("[ёж]+[жз]+", IN_A_ROW),  # in common: ж, a letter of both sets (no probe)
     ],
 )
 def test_a_backtracking_shape_is_refused_naming_the_shape_and_how_to_fix_it(pattern, reason):
