@@ -102,6 +102,9 @@ _LABEL = re.compile(
 # digits after "<digit>," is an amount's only where a decimal point follows its first group; a
 # space, dash or parenthesis there is a phone's ("42,646-770-1943" in a CSV row).
 _THOUSANDS = re.compile(r"\d{3}\.\d")
+# The most digits a phone number written after its "+" has: E.164's 15, and the trunk "0" some
+# write after the country code ("+49 (0)711 123456-7890", "+44 (0)20 …").
+_PLUS_DIGITS = 16
 # The methods the number finder's loop calls for every run of digits, looked up once.
 _unbroken, _thousands = _BREAK.search, _THOUSANDS.match
 _URL_OR_TIME = frozenset(":/=?&")
@@ -213,7 +216,7 @@ class NumberFinder:
         if before == "B" and start > 2 and text[start - 3 : start - 1] == "%2":
             # "?phone=%2B8613812345678": "%2B" is a "+" written in a URL's query.
             digits = run if run.isdigit() else run.translate(_SEPARATORS)
-            if not 7 <= len(digits) <= 15:
+            if not 7 <= len(digits) <= _PLUS_DIGITS:
                 return None
             e164 = self._e164(digits, True, "")
             return (start, end, "phone", e164) if e164 else None
@@ -258,14 +261,14 @@ class NumberFinder:
         if "." in run and (_IP.fullmatch(run) or _DECIMAL.fullmatch(run)):
             return None
         if count > 12:
-            # A resident ID or a card; or, up to 15 digits, a phone number (no SSN, Aadhaar or
-            # CPF is as long).
+            # A resident ID or a card; or, up to 15 digits (16 after a "+"), a phone number (no
+            # SSN, Aadhaar or CPF is as long).
             if count in (17, 18) and _RESIDENT.fullmatch(run) and checks.cn_resident_id_ok(run):
                 return (start, end, "national_id", None)
             if count <= 19 and _CARD_SHAPE.fullmatch(run) and checks.card_ok(digits):
                 # Issuer, length and Luhn are evidence enough: no label makes it an order number.
                 return (start, end, "card", digits)
-            if count > 15 or _labelled(text, start):
+            if count > (_PLUS_DIGITS if before == "+" else 15) or _labelled(text, start):
                 return None
             return self._phone(text, start, end, run, digits, before)
         if count == 11 and "." in run and _CPF.fullmatch(run) and checks.br_cpf_ok(run):
