@@ -383,8 +383,8 @@ class NumberFinder:
                 continue
             if not text[head + 2 : head + 4].isdigit():
                 continue
-            if head and _ascii_word(text[head - 1]):
-                continue
+            # Glued to a word ("IBANDE89…", "statement_DE89….pdf") it is still an IBAN: its
+            # check digits and the country's BBAN structure tell it from a word's letters.
             match = _IBAN.match(text, head)
             if match is None or match.end() <= start:
                 continue
