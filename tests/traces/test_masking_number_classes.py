@@ -211,11 +211,18 @@ def test_a_cpf_is_a_national_id_before_it_is_a_phone(text, masked):
         "order (0612345678)",  # a label's number, in parentheses
         "ticket 00493012345678",  # labelled, of 13 to 15 digits
         "1600123456",  # ten bare digits from 1: a Unix time, not India's 160x
-        "0 013123456291",  # a zero, then a number: "0 0" is no international prefix "00"
     ],
 )
 def test_phone_shaped_look_alikes_stay_readable(masker, text):
     assert masker.mask_text(text) == text
+
+
+def test_a_zero_then_a_space_is_no_international_prefix():
+    """"0 013123456291": "0 0" is no "00" (that would read "+1 312 345 6291"); the number
+    after the zero is read on its own, a Chinese mobile written with its trunk "0"."""
+    finder = numbers_module.NumberFinder(PhoneValidator())
+
+    assert finder.find("0 013123456291") == [(2, 14, "phone", "+8613123456291")]
 
 
 def test_the_phone_kinds_found_are_phones():

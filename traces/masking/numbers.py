@@ -105,6 +105,8 @@ _THOUSANDS = re.compile(r"\d{3}\.\d")
 # The most digits a phone number written after its "+" has: E.164's 15, and the trunk "0" some
 # write after the country code ("+49 (0)711 123456-7890", "+44 (0)20 …").
 _PLUS_DIGITS = 16
+# The longest value written with single spaces: an IBAN of 34 characters in groups of four.
+_MOST_SPACED = 42
 # The methods the number finder's loop calls for every run of digits, looked up once.
 _unbroken, _thousands = _BREAK.search, _THOUSANDS.match
 _URL_OR_TIME = frozenset(":/=?&")
@@ -167,6 +169,11 @@ class NumberFinder:
                         and text[start - 8 : start - 6] not in countries
                         and not (before == "B" and text[start - 3 : start - 1] == "%2")
                     ):
+                        if " " in text[start:end]:  # "SKU5789 0612345678": what follows
+                            found = self._spaced_values(text, start, end, 2)
+                            if found:
+                                spans.extend(found)
+                                last_end = found[-1][1]
                         continue
                 elif before == "-" and text[start - 2] in word:
                     continue
@@ -185,6 +192,11 @@ class NumberFinder:
                 if span is not None:
                     spans.append(span)
                     last_end = span[1]
+                elif " " in run:
+                    found = self._spaced_values(text, start, end, int(_labelled(text, start)))
+                    if found:
+                        spans.extend(found)
+                        last_end = found[-1][1]
                 continue
             # "718.951.1807 / 503-204-4660": two separators in a row end a value.
             for part in _PART.finditer(text, start, end):
@@ -204,6 +216,59 @@ class NumberFinder:
                     spans.append(span)
                     last_end = span[1]
         return spans
+
+    def _spaced_values(self, text: str, start: int, end: int, after: int) -> list[Span]:
+        """The values among numbers written one after another with single spaces ("Room 12
+        0612345678", "tel 0612345678 13812345678", "qty 3 646 770 1943"), a run that is no value
+        as a whole. A number that begins a value is read alone, or with the rest of the run;
+        the groups of one number ("YT22 3344 5566 7788 99", a tracking number) are not read from
+        inside. ``after`` 1: the run's first number is a label's ("order 55 13812345678",
+        "Ticket 20 (718) 951-1807"), 2: a code's ("SKU5789 0612345678"); then only a number
+        that stands alone (seven digits or more, or an area code in parentheses) begins one
+        after it, so that a label's number written in groups ("ref 123 456 7890") stays
+        readable."""
+        numbers: list[tuple[int, int]] = []
+        at = start
+        for number in text[start:end].split(" "):
+            numbers.append((at, at + len(number)))
+            at += len(number) + 1
+        found: list[Span] = []
+        for index in range(min(after, 1), len(numbers)):
+            number_start, number_end = numbers[index]
+            if found and number_start < found[-1][1]:
+                continue
+            if after and number_end - number_start < 7 and text[number_start] != "(":
+                continue
+            if index and self._inside_a_grouping(numbers, index):
+                continue
+            # "(718) 951-1807" is read from its first digit, as a run would be.
+            part_start = number_start + (text[number_start] == "(")
+            before = text[part_start - 1] if part_start else " "
+            ends = [end] if index and end - part_start <= _MOST_SPACED else []
+            if number_end != end:
+                ends.append(number_end)
+            for part_end in ends:
+                part = text[part_start:part_end]
+                if part_end - part_start < 6 or not (part[0].isdigit() and part[-1].isdigit()):
+                    continue
+                span = self._classify(text, part_start, part_end, part, before)
+                if span is not None:
+                    found.append(span)
+                    break
+        return found
+
+    @staticmethod
+    def _inside_a_grouping(numbers: list[tuple[int, int]], index: int) -> bool:
+        """Whether number ``index`` is a group of one number written in groups of one length
+        ("3344 5566 7788" of "YT22 3344 5566 7788 99"): as long as the numbers before and
+        after it (or the last), and short: seven digits or more are a number of their own. A
+        phone after a number its first group is as long as ("Flight 1425 0121 234 5678") goes
+        on otherwise."""
+        start, end = numbers[index]
+        length = end - start
+        if length >= 7 or numbers[index - 1][1] - numbers[index - 1][0] != length:
+            return False
+        return index + 1 == len(numbers) or numbers[index + 1][1] - numbers[index + 1][0] == length
 
     # --- classification ---------------------------------------------------------------
 
