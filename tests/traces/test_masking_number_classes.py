@@ -218,7 +218,7 @@ def test_phone_shaped_look_alikes_stay_readable(masker, text):
 
 
 def test_a_zero_then_a_space_is_no_international_prefix():
-    """"0 013123456291": "0 0" is no "00" (that would read "+1 312 345 6291"); the number
+    """ "0 013123456291": "0 0" is no "00" (that would read "+1 312 345 6291"); the number
     after the zero is read on its own, a Chinese mobile written with its trunk "0"."""
     finder = numbers_module.NumberFinder(PhoneValidator())
 
