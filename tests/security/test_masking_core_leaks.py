@@ -69,3 +69,17 @@ def test_http_basic_credentials_are_removed_wherever_they_are_written(user, pass
         masked = masker.mask_text(text)
         assert credentials not in masked, masked
         assert f"{scheme} [secret removed]" in masked
+
+
+@pytest.mark.parametrize(
+    ("text", "masked"),
+    [
+        ("Tel. 030 123456", "Tel. *****3456"),  # nine digits: "030**3456" showed seven
+        ("Madrid 91 123 45 67", "Madrid *****4567"),
+        ("call 0612345678", "call 061***5678"),  # ten digits and more: as before
+    ],
+)
+def test_a_short_national_number_keeps_its_last_four_digits_only(text, masked):
+    """A national number of eight or nine digits (Germany's, Spain's) was stored with its
+    first three and last four digits: seven of nine in clear."""
+    assert Masker(b"key").mask_text(text) == masked
