@@ -187,3 +187,23 @@ def test_pins_are_read_by_name_and_version_not_by_the_files_bytes(tmp_path):
         "httptools": "==0.9.0",
         "pytest": '==9.2.0; python_version >= "3.11"',
     }
+
+
+def test_with_tests_added_since_the_ledger_kills_carry_over_and_survivors_are_run(
+    checked, tmp_path
+):
+    first, ledgers = checked
+    fresh = _project(tmp_path / "fresh")
+    more = mutation.Module(
+        sources=_MODULE.sources, tests=(*_MODULE.tests, "tests/test_calc_edges.py")
+    )
+
+    credited = mutation.seed("calc", more, fresh, ledgers)
+
+    codes = _meta(fresh)["exit_code_by_key"]
+    before = _meta(first)["exit_code_by_key"]
+    assert {k for k, v in codes.items() if v is None} == {
+        k for k, v in before.items() if v == 0
+    }  # the survivor
+    assert credited == len(before) - 1
+    assert all(codes[k] == 1 for k, v in before.items() if v == 1)

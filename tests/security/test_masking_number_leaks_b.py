@@ -66,12 +66,6 @@ def test_a_phone_written_with_dots_after_a_digit_and_a_comma_is_masked(row):
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: a run is digits with single spaces between them, read as one number; a "
-    "number, one space and a value ('qty 12 13812345678', '2,000.00 4111 1111 1111 1111') "
-    "is no number of any kind and the value is kept in clear",
-)
 @pytest.mark.parametrize(
     "text", ["qty 12 13812345678", "total 12.50 646-770-1943", "2,000.00 4111 1111 1111 1111"]
 )

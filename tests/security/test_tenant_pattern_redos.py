@@ -398,6 +398,36 @@ IN_A_ROW = (
 )
 
 
+# Code points outside ASCII and the screen's own probes, surrogates left out: the sets of two
+# ranges of them share a character only if the ranges overlap.
+_OUTSIDE_PROBES = st.integers(0x80, 0xFFFF).filter(
+    lambda c: not 0xD800 <= c <= 0xDFFF and chr(c) not in "éß中٣\u00a0\u2028\u3000\uff21\uff11"
+)
+
+
+@given(
+    bounds=st.tuples(_OUTSIDE_PROBES, _OUTSIDE_PROBES, _OUTSIDE_PROBES, _OUTSIDE_PROBES),
+    as_set=st.booleans(),
+)
+@hypothesis_settings(max_examples=200, deadline=None)
+def test_two_ranges_in_a_row_are_refused_exactly_when_they_share_a_character(bounds, as_set):
+    r"""``[\u0400-\u04ff]+[\u0410-\u0420]+`` (Cyrillic, CJK, any script beyond ASCII): the
+    screen compared sets on ASCII, a few probes and the pattern's literals only, so two ranges
+    that overlap passed it; the bounds of a pattern's ranges are now probes too."""
+    a, b, c, d = bounds
+    (a, b), (c, d) = sorted((a, b)), sorted((c, d))
+    first = f"[{chr(a)}-{chr(b)}]" if as_set or a != b else chr(a)  # RE2 reads no "\\u"
+    pattern = f"{first}+[{chr(c)}-{chr(d)}]+"
+    overlap, sample = a <= d and c <= b, f"ref {chr(a)}{chr(c)}."
+
+    if overlap:
+        with pytest.raises(MaskingPatternInvalid) as refused:
+            try_pattern("order_ref", pattern, sample)
+        assert refused.value.message.startswith(IN_A_ROW), pattern
+    else:
+        assert try_pattern("order_ref", pattern, sample)
+
+
 @pytest.mark.parametrize(
     ("pattern", "reason"),
     [
@@ -428,6 +458,7 @@ IN_A_ROW = (
         (r"(?:\da)+\d+", IN_A_ROW),
         (r"(?:x\d?)+\d+", IN_A_ROW),
         (r"\w+[^\x00-\x7f]+", IN_A_ROW),  # in common: letters beyond ASCII (é, ß, 中…)
+        ("[ёж]+[жз]+", IN_A_ROW),  # in common: ж, a letter of both sets (no probe)
     ],
 )
 def test_a_backtracking_shape_is_refused_naming_the_shape_and_how_to_fix_it(pattern, reason):

@@ -12,6 +12,7 @@ interface too.
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -56,11 +57,22 @@ _API_KEY_SHAPES = "|".join(
 )
 
 # A credential written as ``name: value`` or ``name=value`` in prose, logs, query strings or
-# JSON text (quotes possibly escaped, as in a tool result embedded in a message).
+# JSON text (quotes possibly escaped, as in a tool result embedded in a message): the names
+# ``masker._SECRET_MEMBER`` removes from a parsed object, but ``authorization`` (its value is
+# ``<scheme> <credentials>``: the bearer and basic detectors take the credentials).
 _CREDENTIAL_NAMES = (
     r"password|passwd|pwd|secret|client[_-]?secret|api[_-]?key|access[_-]?token|"
-    r"refresh[_-]?token|auth[_-]?token|private[_-]?key"
+    r"refresh[_-]?token|id[_-]?token|session[_-]?token|auth[_-]?token|token|private[_-]?key"
 )
+
+
+def _basic_credentials(value: str) -> bool:
+    """``user:password`` in base64 (RFC 7617), not a word that follows "basic" in prose."""
+    try:
+        return b":" in base64.b64decode(value, validate=True)
+    except ValueError:  # binascii.Error
+        return False
+
 
 TEXT_DETECTORS: tuple[Detector, ...] = (
     Detector(
@@ -81,6 +93,14 @@ TEXT_DETECTORS: tuple[Detector, ...] = (
         re.compile(r"(?i)\bbearer\s+([A-Za-z0-9._~+/-]{12,}=*)"),
         group=1,
         needles=("bearer",),
+        lower=True,
+    ),
+    Detector(
+        "secret",
+        re.compile(r"(?i)\bbasic\s+([A-Za-z0-9+/]{2,}={0,2})(?![A-Za-z0-9+/=])"),
+        validate=_basic_credentials,
+        group=1,
+        needles=("basic",),
         lower=True,
     ),
     Detector(

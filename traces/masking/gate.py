@@ -29,7 +29,9 @@ class NeedleGate:
         )
         self._database = None
         self._local = threading.local()  # a Hyperscan scratch space is per thread
-        if hyperscan is not None:
+        # Hyperscan compiles no database without expressions: a gate without needles has
+        # nothing to scan for (and finds no candidate).
+        if hyperscan is not None and self._shortest:
             self._database, self._scratch = self._compile()
 
     @property

@@ -171,4 +171,7 @@ def _mask_phone(value: str) -> str:
         return "*" * len(digits)
     if international:
         return f"+{digits[:2]}{'*' * (len(digits) - 6)}{digits[-4:]}"
+    if len(digits) < 10:
+        # "234*6789" would show seven of eight digits: a short number keeps its last four only.
+        return f"{'*' * (len(digits) - 4)}{digits[-4:]}"
     return f"{digits[:3]}{'*' * (len(digits) - 7)}{digits[-4:]}"

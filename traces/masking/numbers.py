@@ -103,6 +103,11 @@ _LABEL = re.compile(
 # and no second one its decimals; a space, dash or parenthesis there is a phone's
 # ("42,646-770-1943" in a CSV row), and so are two dots ("42,646.770.1943").
 _THOUSANDS = re.compile(r"\d{3}\.\d++(?!\.\d)")
+# The most digits a phone number written after its "+" has: E.164's 15, and the trunk "0" some
+# write after the country code ("+49 (0)711 123456-7890", "+44 (0)20 …").
+_PLUS_DIGITS = 16
+# The longest value written with single spaces: an IBAN of 34 characters in groups of four.
+_MOST_SPACED = 42
 # The methods the number finder's loop calls for every run of digits, looked up once.
 _unbroken, _thousands = _BREAK.search, _THOUSANDS.match
 _URL_OR_TIME = frozenset(":/=?&")
@@ -169,6 +174,11 @@ class NumberFinder:
                         and text[start - 8 : start - 6] not in countries
                         and not (before == "B" and text[start - 3 : start - 1] == "%2")
                     ):
+                        if " " in text[start:end]:  # "SKU5789 0612345678": what follows
+                            found = self._spaced_values(text, start, end, 1, True)
+                            if found:
+                                spans.extend(found)
+                                last_end = found[-1][1]
                         continue
                 elif before == "-" and text[start - 2] in word:
                     continue
@@ -179,13 +189,25 @@ class NumberFinder:
                     and text[start - 2].isdigit()
                     and _thousands(text, start)
                 ):
-                    continue  # "339,990.28": the thousands of an amount
+                    # "339,990.28": the thousands of an amount, and what follows it
+                    # ("2,000.00 4111 1111 1111 1111").
+                    found = self._spaced_values(text, start, end, 1, False) if " " in run else []
+                    if found:
+                        spans.extend(found)
+                        last_end = found[-1][1]
+                    continue
                 if "." in run and _amount_or_address(run, before):
                     continue
                 span = self._classify(text, start, end, run, before)
                 if span is not None:
                     spans.append(span)
                     last_end = span[1]
+                elif " " in run:
+                    labelled = _labelled(text, start)
+                    found = self._spaced_values(text, start, end, int(labelled), labelled)
+                    if found:
+                        spans.extend(found)
+                        last_end = found[-1][1]
                 continue
             # "718.951.1807 / 503-204-4660": two separators in a row end a value.
             for part in _PART.finditer(text, start, end):
@@ -206,6 +228,62 @@ class NumberFinder:
                     last_end = span[1]
         return spans
 
+    def _spaced_values(
+        self, text: str, start: int, end: int, first: int, standalone: bool
+    ) -> list[Span]:
+        """The values among numbers written one after another with single spaces ("Room 12
+        0612345678", "tel 0612345678 13812345678", "qty 3 646 770 1943"), a run that is no value
+        as a whole. A number that begins a value is read alone, or with the rest of the run;
+        the groups of one number ("YT22 3344 5566 7788 99", a tracking number) are not read from
+        inside. Values are looked for from the run's number ``first`` on (1 after an amount, a
+        label's or a code's number); with ``standalone`` (after a label's number, "order 55
+        13812345678", "Ticket 20 (718) 951-1807", or a code's, "SKU5789 0612345678") only a
+        number that stands alone (seven digits or more, or an area code in parentheses)
+        begins one, so that a label's number written in groups ("ref 123 456 7890") stays
+        readable."""
+        numbers: list[tuple[int, int]] = []
+        at = start
+        for number in text[start:end].split(" "):
+            numbers.append((at, at + len(number)))
+            at += len(number) + 1
+        found: list[Span] = []
+        for index in range(first, len(numbers)):
+            number_start, number_end = numbers[index]
+            if found and number_start < found[-1][1]:
+                continue
+            if standalone and number_end - number_start < 7 and text[number_start] != "(":
+                continue
+            if index and self._inside_a_grouping(numbers, index):
+                continue
+            # "(718) 951-1807" is read from its first digit, as a run would be.
+            part_start = number_start + (text[number_start] == "(")
+            before = text[part_start - 1] if part_start else " "
+            ends = [end] if index and end - part_start <= _MOST_SPACED else []
+            if number_end != end:
+                ends.append(number_end)
+            for part_end in ends:
+                part = text[part_start:part_end]
+                if part_end - part_start < 6 or not (part[0].isdigit() and part[-1].isdigit()):
+                    continue
+                span = self._classify(text, part_start, part_end, part, before)
+                if span is not None:
+                    found.append(span)
+                    break
+        return found
+
+    @staticmethod
+    def _inside_a_grouping(numbers: list[tuple[int, int]], index: int) -> bool:
+        """Whether number ``index`` is a group of one number written in groups of one length
+        ("3344 5566 7788" of "YT22 3344 5566 7788 99"): as long as the numbers before and
+        after it (or the last), and short: seven digits or more are a number of their own. A
+        phone after a number its first group is as long as ("Flight 1425 0121 234 5678") goes
+        on otherwise."""
+        start, end = numbers[index]
+        length = end - start
+        if length >= 7 or numbers[index - 1][1] - numbers[index - 1][0] != length:
+            return False
+        return index + 1 == len(numbers) or numbers[index + 1][1] - numbers[index + 1][0] == length
+
     # --- classification ---------------------------------------------------------------
 
     def _classify(self, text: str, start: int, end: int, run: str, before: str) -> Span | None:
@@ -217,7 +295,7 @@ class NumberFinder:
         if before == "B" and start > 2 and text[start - 3 : start - 1] == "%2":
             # "?phone=%2B8613812345678": "%2B" is a "+" written in a URL's query.
             digits = run if run.isdigit() else run.translate(_SEPARATORS)
-            if not 7 <= len(digits) <= 15:
+            if not 7 <= len(digits) <= _PLUS_DIGITS:
                 return None
             e164 = self._e164(digits, True, "")
             return (start, end, "phone", e164) if e164 else None
@@ -262,14 +340,14 @@ class NumberFinder:
         if "." in run and (_IP.fullmatch(run) or _DECIMAL.fullmatch(run)):
             return None
         if count > 12:
-            # A resident ID or a card; or, up to 15 digits, a phone number (no SSN, Aadhaar or
-            # CPF is as long).
+            # A resident ID or a card; or, up to 15 digits (16 after a "+"), a phone number (no
+            # SSN, Aadhaar or CPF is as long).
             if count in (17, 18) and _RESIDENT.fullmatch(run) and checks.cn_resident_id_ok(run):
                 return (start, end, "national_id", None)
             if count <= 19 and _CARD_SHAPE.fullmatch(run) and checks.card_ok(digits):
                 # Issuer, length and Luhn are evidence enough: no label makes it an order number.
                 return (start, end, "card", digits)
-            if count > 15 or _labelled(text, start):
+            if count > (_PLUS_DIGITS if before == "+" else 15) or _labelled(text, start):
                 return None
             return self._phone(text, start, end, run, digits, before)
         if count == 11 and "." in run and _CPF.fullmatch(run) and checks.br_cpf_ok(run):
@@ -384,8 +462,8 @@ class NumberFinder:
                 continue
             if not text[head + 2 : head + 4].isdigit():
                 continue
-            if head and _ascii_word(text[head - 1]):
-                continue
+            # Glued to a word ("IBANDE89…", "statement_DE89….pdf") it is still an IBAN: its
+            # check digits and the country's BBAN structure tell it from a word's letters.
             match = _IBAN.match(text, head)
             if match is None or match.end() <= start:
                 continue

@@ -182,18 +182,30 @@ def _backtracking_hazard(parsed: Any) -> str | None:
     return _Shapes(parsed).hazard(parsed, unbounded=False, many=False)
 
 
+def _named_characters(parsed: Any) -> set[str]:
+    """The characters ``parsed`` names: its literals, in a set or not, and the bounds of its
+    sets' ranges. Two ranges that share a character share the lower bound of one of them, so
+    with these in the probe alphabet ``[\u0400-\u04ff]+[\u0410-\u0420]+`` is seen to overlap."""
+    named = set()
+    for op, value in _nodes(parsed):
+        if op in (sre_constants.LITERAL, sre_constants.NOT_LITERAL):
+            named.add(chr(value))
+        elif op == sre_constants.IN:
+            for item, argument in value:
+                if item == sre_constants.LITERAL:
+                    named.add(chr(argument))
+                elif item == sre_constants.RANGE:
+                    named.update((chr(argument[0]), chr(argument[1])))
+    return named
+
+
 class _Shapes:
     _PROBES = "éß中٣\u00a0\u2028\u3000\uff21\uff11"  # …, fullwidth A and 1
 
     def __init__(self, parsed: Any) -> None:
         self._state = parsed.state
-        literals = {
-            chr(value)
-            for op, value in _nodes(parsed)
-            if op in (sre_constants.LITERAL, sre_constants.NOT_LITERAL)
-        }
         self._alphabet = "".join(
-            sorted({chr(c) for c in range(128)} | set(self._PROBES) | literals)
+            sorted({chr(c) for c in range(128)} | set(self._PROBES) | _named_characters(parsed))
         )
         self._sets: dict[int, frozenset[str]] = {}
 

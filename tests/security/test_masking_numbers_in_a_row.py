@@ -1,0 +1,67 @@
+"""Phone numbers written after another number and a space ("Room 12 0612345678", "tel
+0612345678 13812345678"): the number finder judged the whole run of digits and spaces as one
+number, found it was none, and kept the phone in clear (found reading the mutation run's
+survivors of ``masking_numbers``, docs/mutation.md)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.traces import standards
+from traces.masking import Masker
+from traces.masking.phones import DEFAULT_REGIONS
+
+NATIONAL = [
+    (region, kind)
+    for region in DEFAULT_REGIONS
+    for kind in standards.NATIONAL_TYPES
+    if standards.phonenumbers.example_number_for_type(region, standards.PHONE_TYPES[kind])
+    and (region, kind) != ("IN", "toll_free")  # written without its prefix: no phone to us
+]
+
+
+@pytest.mark.parametrize(("region", "kind"), NATIONAL)
+@settings(max_examples=10, deadline=None)
+@given(data=st.data())
+def test_a_phone_after_a_number_and_a_space_is_masked(region, kind, data):
+    number = data.draw(standards.phones(region, kind))
+    # Numbers a text puts before a phone: a room, a flight, a count, another phone.
+    before = data.draw(st.sampled_from(["Room 7", "Flight 1425", "qty 3", "tel 13812345678"]))
+    masker = Masker(b"key")
+
+    for written in standards.phone_forms(number, national=True):
+        text = f"{before} {written} please"
+
+        masked = masker.mask_text(text)
+
+        assert standards.leaks(masked, written) == [], (text, masked)
+        assert masked.endswith(" please")
+
+
+@pytest.mark.parametrize(
+    ("text", "masked"),
+    [
+        ("tel 0612345678 0698765432", "tel 061***5678 069***5432"),
+        ("Flight SK1425 0612345678", "Flight SK1425 061***5678"),
+        ("SKU5789 0612345678", "SKU5789 061***5678"),
+        ("order 55 13812345678", "order 55 138****5678"),
+        ("Ticket 20 (718) 951-1807", "Ticket 20 718***1807"),
+    ],
+)
+def test_each_phone_among_numbers_in_a_row_is_masked_alone(text, masked):
+    assert Masker(b"key").mask_text(text) == masked
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "YT22 3344 5566 7788 99",  # a tracking number's groups: not read from inside
+        "order 1234 5678 9012",  # a label's number, whatever its parts
+        "ref 123 456 7890",
+        "2025 10 14 report",
+    ],
+)
+def test_the_groups_of_one_number_and_a_labels_numbers_stay_readable(text):
+    assert Masker(b"key").mask_text(text) == text
