@@ -58,6 +58,11 @@ def test_each_phone_among_numbers_in_a_row_is_masked_alone(text, masked):
     "text",
     [
         "YT22 3344 5566 7788 99",  # a tracking number's groups: not read from inside
+        # Groups of one length, a phone among them if read from inside ("0401 1980", French
+        # "01 74 94 10", "0859 2132"): one number.
+        "see 8483 0401 1980 ok",
+        "see 51 01 74 94 10 ok",
+        "see 9883 1818 0859 2132 ok",
         "order 1234 5678 9012",  # a label's number, whatever its parts
         "ref 123 456 7890",
         "2025 10 14 report",
@@ -65,3 +70,20 @@ def test_each_phone_among_numbers_in_a_row_is_masked_alone(text, masked):
 )
 def test_the_groups_of_one_number_and_a_labels_numbers_stay_readable(text):
     assert Masker(b"key").mask_text(text) == text
+
+
+def test_numbers_in_a_row_opening_the_text_are_each_masked():
+    # The first number is read alone: its character before is none (a space), not the text's
+    # last one.
+    assert Masker(b"key").mask_text("0612345678 0698765432") == "061***5678 069***5432"
+
+
+@pytest.mark.parametrize(
+    ("text", "masked"),
+    [
+        ("order 55 0612345 x", "order 55 ******* x"),  # seven digits stand alone
+        ("order 55 646 770 1943", "order 55 646 770 1943"),  # the label's number, in groups
+    ],
+)
+def test_after_a_labels_number_only_a_number_that_stands_alone_begins_a_value(text, masked):
+    assert Masker(b"key").mask_text(text) == masked
