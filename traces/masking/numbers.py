@@ -174,11 +174,9 @@ class NumberFinder:
                         and text[start - 8 : start - 6] not in countries
                         and not (before == "B" and text[start - 3 : start - 1] == "%2")
                     ):
-                        if " " in text[start:end]:  # "SKU5789 0612345678": what follows
+                        if " " in run:  # "SKU5789 0612345678": what follows
                             found = self._spaced_values(text, start, end, 1, True)
-                            if found:
-                                spans.extend(found)
-                                last_end = found[-1][1]
+                            last_end = _extended(spans, found, last_end)
                         continue
                 elif before == "-" and text[start - 2] in word:
                     continue
@@ -191,10 +189,9 @@ class NumberFinder:
                 ):
                     # "339,990.28": the thousands of an amount, and what follows it
                     # ("2,000.00 4111 1111 1111 1111").
-                    found = self._spaced_values(text, start, end, 1, False) if " " in run else []
-                    if found:
-                        spans.extend(found)
-                        last_end = found[-1][1]
+                    if " " in run:
+                        found = self._spaced_values(text, start, end, 1, False)
+                        last_end = _extended(spans, found, last_end)
                     continue
                 if "." in run and _amount_or_address(run, before):
                     continue
@@ -205,9 +202,7 @@ class NumberFinder:
                 elif " " in run:
                     labelled = _labelled(text, start)
                     found = self._spaced_values(text, start, end, int(labelled), labelled)
-                    if found:
-                        spans.extend(found)
-                        last_end = found[-1][1]
+                    last_end = _extended(spans, found, last_end)
                 continue
             # "718.951.1807 / 503-204-4660": two separators in a row end a value.
             for part in _PART.finditer(text, start, end):
@@ -533,6 +528,12 @@ Check = Callable[[str], bool]
 
 # What a label can end with, other than an ASCII letter (``_LABEL``).
 _LABEL_ENDS = frozenset("\"':=#.单号")
+
+
+def _extended(spans: list[Span], found: list[Span], last_end: int) -> int:
+    """``spans`` with the values ``found`` among a run's numbers; where the last one ends."""
+    spans.extend(found)
+    return found[-1][1] if found else last_end
 
 
 def _labelled(text: str, start: int) -> bool:
