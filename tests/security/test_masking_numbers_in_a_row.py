@@ -87,3 +87,33 @@ def test_numbers_in_a_row_opening_the_text_are_each_masked():
 )
 def test_after_a_labels_number_only_a_number_that_stands_alone_begins_a_value(text, masked):
     assert Masker(b"key").mask_text(text) == masked
+
+
+@pytest.mark.parametrize("brand", [brand for brand, _, _ in standards.CARD_BRANDS])
+@settings(max_examples=10, deadline=None)
+@given(data=st.data())
+def test_a_card_followed_by_another_number_is_masked(brand, data):
+    # The run "<card> <phone>" is no value as a whole: the card was read neither alone after a
+    # label nor in its groups, and stayed in clear beside the masked phone.
+    number = data.draw(standards.cards(brand))
+    before = data.draw(st.sampled_from(["see", "order", "ref", "order 55", "#"]))
+    masker = Masker(b"key")
+
+    for written in standards.card_groupings(number):
+        text = f"{before} {written} 13812345678 please"
+
+        masked = masker.mask_text(text)
+
+        assert standards.leaks(masked, written) == [], (text, masked)
+        assert "13812345678" not in masked, (text, masked)
+        assert masked.startswith(f"{before} ") and masked.endswith(" please")
+
+
+@settings(max_examples=20, deadline=None)
+@given(resident_id=standards.resident_ids())
+def test_a_resident_id_after_a_label_and_before_another_number_is_masked(resident_id):
+    text = f"order {resident_id} 13812345678"
+
+    masked = Masker(b"key").mask_text(text)
+
+    assert resident_id not in masked and "13812345678" not in masked, masked

@@ -200,8 +200,9 @@ class NumberFinder:
                     spans.append(span)
                     last_end = span[1]
                 elif " " in run:
-                    labelled = _labelled(text, start)
-                    found = self._spaced_values(text, start, end, int(labelled), labelled)
+                    # From the first number on: a label's own number is read too, as
+                    # alone (only a card or a resident ID is masked there, see _plain).
+                    found = self._spaced_values(text, start, end, 0, _labelled(text, start))
                     last_end = _extended(spans, found, last_end)
                 continue
             # "718.951.1807 / 503-204-4660": two separators in a row end a value.
@@ -228,14 +229,15 @@ class NumberFinder:
     ) -> list[Span]:
         """The values among numbers written one after another with single spaces ("Room 12
         0612345678", "tel 0612345678 13812345678", "qty 3 646 770 1943"), a run that is no value
-        as a whole. A number that begins a value is read alone, or with the rest of the run;
-        the groups of one number ("YT22 3344 5566 7788 99", a tracking number) are not read from
-        inside. Values are looked for from the run's number ``first`` on (1 after an amount, a
-        label's or a code's number); with ``standalone`` (after a label's number, "order 55
-        13812345678", "Ticket 20 (718) 951-1807", or a code's, "SKU5789 0612345678") only a
-        number that stands alone (seven digits or more, or an area code in parentheses)
-        begins one, so that a label's number written in groups ("ref 123 456 7890") stays
-        readable."""
+        as a whole. A number that begins a value is read alone, with the rest of the run, or
+        as the first group of a card written in groups ("4111 1111 1111 1111 0612345678"); the
+        groups of one number ("YT22 3344 5566 7788 99", a tracking number) are not read from
+        inside. Values are looked for from the run's number ``first`` on (1 after an amount's
+        thousands or a code's number); with ``standalone`` (after a label, "order 55
+        13812345678", "Ticket 20 (718) 951-1807", or a code's number, "SKU5789 0612345678")
+        only a number that stands alone (seven digits or more, or an area code in parentheses)
+        or a card's first group begins one, so that a label's number written in groups ("ref
+        123 456 7890") stays readable."""
         numbers: list[tuple[int, int]] = []
         at = start
         for number in text[start:end].split(" "):
@@ -246,7 +248,13 @@ class NumberFinder:
             number_start, number_end = numbers[index]
             if found and number_start < found[-1][1]:
                 continue
-            if standalone and number_end - number_start < 7 and text[number_start] != "(":
+            card_ends = _card_ends(numbers, index, end)
+            if (
+                standalone
+                and number_end - number_start < 7
+                and text[number_start] != "("
+                and not card_ends
+            ):
                 continue
             if index and self._inside_a_grouping(numbers, index):
                 continue
@@ -254,6 +262,7 @@ class NumberFinder:
             part_start = number_start + (text[number_start] == "(")
             before = text[part_start - 1] if part_start else " "
             ends = [end] if index and end - part_start <= _MOST_SPACED else []
+            ends += card_ends
             if number_end != end:
                 ends.append(number_end)
             for part_end in ends:
@@ -528,6 +537,30 @@ Check = Callable[[str], bool]
 
 # What a label can end with, other than an ASCII letter (``_LABEL``).
 _LABEL_ENDS = frozenset("\"':=#.单号")
+
+
+# How a card is written in groups (4-4-4-4 and up to three digits more, 4-6-5, 4-6-4), longest
+# first: the lengths of the numbers a card written with spaces is read as.
+_CARD_GROUPINGS = (
+    (4, 4, 4, 4, 3),
+    (4, 4, 4, 4, 2),
+    (4, 4, 4, 4, 1),
+    (4, 4, 4, 4),
+    (4, 6, 5),
+    (4, 6, 4),
+)
+
+
+def _card_ends(numbers: list[tuple[int, int]], index: int, end: int) -> list[int]:
+    """Where a card written in groups from number ``index`` on would end, when another number
+    follows it in the run ("4111 1111 1111 1111 0612345678"; one that ends the run, ``end``, is
+    read as the rest of the run)."""
+    lengths = tuple(stop - start for start, stop in numbers[index : index + 5])
+    return [
+        numbers[index + len(grouping) - 1][1]
+        for grouping in _CARD_GROUPINGS
+        if lengths[: len(grouping)] == grouping and numbers[index + len(grouping) - 1][1] != end
+    ]
 
 
 def _extended(spans: list[Span], found: list[Span], last_end: int) -> int:
