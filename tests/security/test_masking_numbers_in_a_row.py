@@ -117,3 +117,23 @@ def test_a_resident_id_after_a_label_and_before_another_number_is_masked(residen
     masked = Masker(b"key").mask_text(text)
 
     assert resident_id not in masked and "13812345678" not in masked, masked
+
+
+@pytest.mark.parametrize(
+    ("text", "phone"),
+    [
+        # The groups of one number before a phone are skipped, and the phone after them read.
+        ("see 12 34 56 0612345678", "0612345678"),
+        ("qty 10 20 30 13812345678", "13812345678"),
+        ("see 1425 1426 1427 0612345678", "0612345678"),
+        # Seven digits are a number of their own, never a group of one: after a seven-digit
+        # number of the same length, the phone is still read.
+        ("call 8087388 0612345 x", "0612345"),
+        ("ref 7254679 0187893 x", "0187893"),
+    ],
+)
+def test_a_phone_after_numbers_of_one_length_is_masked(text, phone):
+    masked = Masker(b"key").mask_text(text)
+
+    assert phone not in masked, masked
+    assert masked.endswith(text[text.index(phone) + len(phone) :])
