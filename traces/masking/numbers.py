@@ -229,15 +229,16 @@ class NumberFinder:
     ) -> list[Span]:
         """The values among numbers written one after another with single spaces ("Room 12
         0612345678", "tel 0612345678 13812345678", "qty 3 646 770 1943"), a run that is no value
-        as a whole. A number that begins a value is read alone, with the rest of the run, or
-        as the first group of a card written in groups ("4111 1111 1111 1111 0612345678"); the
-        groups of one number ("YT22 3344 5566 7788 99", a tracking number) are not read from
-        inside. Values are looked for from the run's number ``first`` on (1 after an amount's
-        thousands or a code's number); with ``standalone`` (after a label, "order 55
-        13812345678", "Ticket 20 (718) 951-1807", or a code's number, "SKU5789 0612345678")
-        only a number that stands alone (seven digits or more, or an area code in parentheses)
-        or a card's first group begins one, so that a label's number written in groups ("ref
-        123 456 7890") stays readable."""
+        as a whole. A number that begins a value is read with the rest of the run, up to a
+        later number ("+44 20 7946 0958 24 hours", "4111 1111 1111 1111 0612345678"), or alone,
+        the longest first; a phone read up to a later number must be grouped as its region
+        writes it. The groups of one number ("YT22 3344 5566 7788 99", a tracking number) are
+        not read from inside. Values are looked for from the run's number ``first`` on (1
+        after an amount's thousands or a code's number); with ``standalone`` (after a label,
+        "order 55 13812345678", "Ticket 20 (718) 951-1807", or a code's number, "SKU5789
+        0612345678") only a number that stands alone (seven digits or more, or an area code in
+        parentheses) or a card's first group begins one, so that a label's number written in
+        groups ("ref 123 456 7890") stays readable."""
         numbers: list[tuple[int, int]] = []
         at = start
         for number in text[start:end].split(" "):
@@ -248,12 +249,11 @@ class NumberFinder:
             number_start, number_end = numbers[index]
             if found and number_start < found[-1][1]:
                 continue
-            card_ends = _card_ends(numbers, index, end)
             if (
                 standalone
                 and number_end - number_start < 7
                 and text[number_start] != "("
-                and not card_ends
+                and not _begins_a_card(numbers, index)
             ):
                 continue
             if index and self._inside_a_grouping(numbers, index):
@@ -261,19 +261,37 @@ class NumberFinder:
             # "(718) 951-1807" is read from its first digit, as a run would be.
             part_start = number_start + (text[number_start] == "(")
             before = text[part_start - 1] if part_start else " "
-            ends = [end] if index and end - part_start <= _MOST_SPACED else []
-            ends += card_ends
+            # The longest first: the rest of the run, up to each later number's end ("+44 20
+            # 7946 0958 24 hours", "4111 1111 1111 1111 0612345678"), the number alone.
+            ends = [(end, 0)] if index and end - part_start <= _MOST_SPACED else []
+            ends += [
+                (numbers[later][1], later)
+                for later in range(len(numbers) - 2, index, -1)
+                if numbers[later][1] - part_start <= _MOST_SPACED
+            ]
             if number_end != end:
-                ends.append(number_end)
-            for part_end in ends:
+                ends.append((number_end, 0))
+            for part_end, later in ends:
                 part = text[part_start:part_end]
                 if part_end - part_start < 6 or not (part[0].isdigit() and part[-1].isdigit()):
                     continue
                 span = self._classify(text, part_start, part_end, part, before)
-                if span is not None:
-                    found.append(span)
-                    break
+                if span is None or (later and not self._written_as_one(text, span, numbers, later)):
+                    continue
+                found.append(span)
+                break
         return found
+
+    def _written_as_one(
+        self, text: str, span: Span, numbers: list[tuple[int, int]], last: int
+    ) -> bool:
+        """Whether a value read out of a run, up to its number ``last``, is written as one: a
+        phone grouped as its region writes it (not "see 0612 345678 12"), a card, or another
+        value that does not stop inside groups of one length ("9883 1818 0859 2132")."""
+        _, _, kind, e164 = span
+        if kind == "phone":
+            return self.phones.grouped_as_formatted(e164, text[span[0] : span[1]])  # type: ignore[arg-type]
+        return kind == "card" or not self._inside_a_grouping(numbers, last)
 
     @staticmethod
     def _inside_a_grouping(numbers: list[tuple[int, int]], index: int) -> bool:
@@ -539,28 +557,15 @@ Check = Callable[[str], bool]
 _LABEL_ENDS = frozenset("\"':=#.单号")
 
 
-# How a card is written in groups (4-4-4-4 and up to three digits more, 4-6-5, 4-6-4), longest
-# first: the lengths of the numbers a card written with spaces is read as.
-_CARD_GROUPINGS = (
-    (4, 4, 4, 4, 3),
-    (4, 4, 4, 4, 2),
-    (4, 4, 4, 4, 1),
-    (4, 4, 4, 4),
-    (4, 6, 5),
-    (4, 6, 4),
-)
+# How a card is written in groups (4-4-4-4 and up to three digits more, 4-6-5, 4-6-4): the
+# lengths of the numbers a card written with spaces is read as.
+_CARD_GROUPINGS = ((4, 4, 4, 4), (4, 6, 5), (4, 6, 4))
 
 
-def _card_ends(numbers: list[tuple[int, int]], index: int, end: int) -> list[int]:
-    """Where a card written in groups from number ``index`` on would end, when another number
-    follows it in the run ("4111 1111 1111 1111 0612345678"; one that ends the run, ``end``, is
-    read as the rest of the run)."""
+def _begins_a_card(numbers: list[tuple[int, int]], index: int) -> bool:
+    """Whether number ``index`` and those after it have the lengths of a card's groups."""
     lengths = tuple(stop - start for start, stop in numbers[index : index + 5])
-    return [
-        numbers[index + len(grouping) - 1][1]
-        for grouping in _CARD_GROUPINGS
-        if lengths[: len(grouping)] == grouping and numbers[index + len(grouping) - 1][1] != end
-    ]
+    return any(lengths[: len(grouping)] == grouping for grouping in _CARD_GROUPINGS)
 
 
 def _extended(spans: list[Span], found: list[Span], last_end: int) -> int:

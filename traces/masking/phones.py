@@ -237,6 +237,31 @@ class PhoneValidator:
                     return e164
         return found[0][1]
 
+    def grouped_as_formatted(self, e164: str, written: str) -> bool:
+        """Whether the groups of digits ``written`` are those of the number ``e164`` formatted
+        nationally or internationally (``020 7946 0958``, ``+44 20 7946 0958``), or, written
+        nationally, of its digits as formatted in a default region that reads them (a number
+        valid in several is taken for the first region's): what a phone read out of a longer
+        run of numbers must show, where any digits valid somewhere would pass for one."""
+        groups = [len(group) for group in _DIGITS.findall(written)]
+        numbers = [phonenumbers.parse(e164)]
+        if not written.startswith(("+", "00")):
+            for region in self.regions:
+                try:
+                    number = phonenumbers.parse(written, region)
+                except phonenumbers.NumberParseException:
+                    continue
+                if phonenumbers.is_valid_number(number):
+                    numbers.append(number)
+        return any(
+            groups == [len(group) for group in _DIGITS.findall(phonenumbers.format_number(n, f))]
+            for n in numbers
+            for f in (
+                phonenumbers.PhoneNumberFormat.NATIONAL,
+                phonenumbers.PhoneNumberFormat.INTERNATIONAL,
+            )
+        )
+
     def _screen(self, length: int, compact: bool) -> _Screen | None:
         key = (length, compact)
         try:
@@ -396,6 +421,7 @@ def _shape_for(region: str, nsn: str) -> str:
 
 
 _SHAPE = re.compile(r"\d")
+_DIGITS = re.compile(r"\d+")
 _GROUPS = re.compile(r"d+")
 
 
