@@ -106,7 +106,8 @@ def test_a_card_followed_by_another_number_is_masked(brand, data):
 
         assert standards.leaks(masked, written) == [], (text, masked)
         assert "13812345678" not in masked, (text, masked)
-        assert masked.startswith(f"{before} ") and masked.endswith(" please")
+        assert masked.startswith(f"{before} "), masked
+        assert masked.endswith(" please"), masked
 
 
 @settings(max_examples=20, deadline=None)
@@ -116,7 +117,8 @@ def test_a_resident_id_after_a_label_and_before_another_number_is_masked(residen
 
     masked = Masker(b"key").mask_text(text)
 
-    assert resident_id not in masked and "13812345678" not in masked, masked
+    assert resident_id not in masked, masked
+    assert "13812345678" not in masked, masked
 
 
 @pytest.mark.parametrize(
@@ -155,6 +157,23 @@ def test_a_phone_followed_by_another_number_is_masked(region, kind, data):
         masked = masker.mask_text(text)
 
         assert standards.leaks(masked, written) == [], (text, masked)
+
+
+FULL_WIDTH_PHONE = "020 7946 0958".translate({ord(d): 0xFF10 + int(d) for d in "0123456789"})
+
+
+@pytest.mark.parametrize(
+    ("text", "phone"),
+    [
+        ("call 0044 20 7946 0958 2 times", "0044 20 7946 0958"),  # "00" for the "+"
+        (f"call {FULL_WIDTH_PHONE} 2 times", FULL_WIDTH_PHONE),  # CJK text's digits
+    ],
+)
+def test_a_phone_in_other_writings_followed_by_another_number_is_masked(text, phone):
+    masked = Masker(b"key").mask_text(text)
+
+    assert phone not in masked, masked
+    assert masked.endswith(" 2 times"), masked
 
 
 @pytest.mark.parametrize(

@@ -200,8 +200,8 @@ class NumberFinder:
                     spans.append(span)
                     last_end = span[1]
                 elif " " in run:
-                    # From the first number on: a label's own number is read too, as
-                    # alone (only a card or a resident ID is masked there, see _plain).
+                    # From the first number on: a label's own number is read too (after a
+                    # label only a card, a resident ID or a CPF is masked: see _plain).
                     found = self._spaced_values(text, start, end, 0, _labelled(text, start))
                     last_end = _extended(spans, found, last_end)
                 continue

@@ -243,7 +243,8 @@ class PhoneValidator:
         nationally, of its digits as formatted in a default region that reads them (a number
         valid in several is taken for the first region's): what a phone read out of a longer
         run of numbers must show, where any digits valid somewhere would pass for one."""
-        groups = [len(group) for group in _DIGITS.findall(written)]
+        # "0044 20 7946 0958": the "00" before the country code is no group of the number.
+        groups = [len(group) for group in _DIGITS.findall(written.removeprefix("00"))]
         numbers = [phonenumbers.parse(e164)]
         if not written.startswith(("+", "00")):
             for region in self.regions:
