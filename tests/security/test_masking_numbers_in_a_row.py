@@ -189,3 +189,32 @@ def test_a_phone_in_other_writings_followed_by_another_number_is_masked(text, ph
 )
 def test_a_value_read_out_of_a_longer_run_must_be_written_as_one(text):
     assert Masker(b"key").mask_text(text) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "phone"),
+    [
+        # Two numbers after it: each later number's end is tried, not every other one.
+        ("call 020 7946 0958 24 7", "020 7946 0958"),
+        # A longer reading that is no value ("… 6789 (24"), then the phone's own.
+        ("tel +86 131 2345 6789 (24) 7 days", "+86 131 2345 6789"),
+        # Far into the text: how long a value is counts from its start, not the text's.
+        ("For urgent matters, please call us on 020 7946 0958 24 hours a day", "020 7946 0958"),
+    ],
+)
+def test_a_phone_before_numbers_is_masked_whole(text, phone):
+    masked = Masker(b"key").mask_text(text)
+
+    # The whole phone masked as it is alone, not a part of it read with the numbers after.
+    alone = Masker(b"key").mask_text(phone)
+    assert alone != phone
+    assert alone in masked, masked
+
+
+def test_a_card_before_a_number_as_long_as_its_groups_is_masked():
+    # "1225", an expiry date: the card's last group is followed by one of its length, which
+    # for another kind of value would be a group of one longer number.
+    masked = Masker(b"key").mask_text("card 4111 1111 1111 1111 1225 ok")
+
+    assert "4111" not in masked, masked
+    assert masked.endswith(" 1225 ok"), masked
