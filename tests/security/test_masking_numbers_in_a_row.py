@@ -218,3 +218,21 @@ def test_a_card_before_a_number_as_long_as_its_groups_is_masked():
 
     assert "4111" not in masked, masked
     assert masked.endswith(" 1225 ok"), masked
+
+
+@pytest.mark.parametrize(("region", "kind"), NATIONAL)
+@settings(max_examples=5, deadline=None)
+@given(data=st.data())
+def test_a_phone_followed_by_a_dash_and_a_name_in_capitals_is_masked(region, kind, data):
+    # "13812345678-ZHANG WEI": a number, a dash and a capital were read as a Spanish DNI's
+    # letter or nothing, and the phone stayed in clear.
+    number = data.draw(standards.phones(region, kind))
+    masker = Masker(b"key")
+
+    for written in standards.phone_forms(number, national=True):
+        text = f"contact {written}-ZHANG WEI"
+
+        masked = masker.mask_text(text)
+
+        assert standards.leaks(masked, written) == [], (text, masked)
+        assert masked.endswith("-ZHANG WEI"), masked

@@ -351,7 +351,6 @@ class NumberFinder:
                 run + text[end + 1]
             ):
                 return (start, end + 2, "national_id", None)
-            return None
         return self._plain(text, start, end, run, before)
 
     def _plain(self, text: str, start: int, end: int, run: str, before: str) -> Span | None:
