@@ -345,12 +345,16 @@ class NumberFinder:
             after = text[end] if end < len(text) else " "
         if after in _WORD:
             return self._letter_trailed(text, start, end, run, after)
-        if after == "-" and end + 1 < len(text) and "A" <= text[end + 1] <= "Z":
-            # "12345678-Z": a DNI written with a dash before its letter.
-            if (end + 2 >= len(text) or not _ascii_word(text[end + 2])) and checks.es_dni_ok(
-                run + text[end + 1]
-            ):
-                return (start, end + 2, "national_id", None)
+        if (
+            after == "-"
+            and end + 1 < len(text)
+            and "A" <= text[end + 1] <= "Z"
+            and (end + 2 >= len(text) or not _ascii_word(text[end + 2]))
+            and checks.es_dni_ok(run + text[end + 1])
+        ):
+            # "12345678-Z": a DNI written with a dash before its letter; any other number
+            # before a dash and capitals is read as such ("13812345678-ZHANG WEI").
+            return (start, end + 2, "national_id", None)
         return self._plain(text, start, end, run, before)
 
     def _plain(self, text: str, start: int, end: int, run: str, before: str) -> Span | None:
