@@ -132,7 +132,10 @@ class Masker:
         parts, position = [], 0
         for start, end, kind, normalized in spans:
             parts.append(text[position:start])
-            parts.append(self._mask_one(kind, text[start:end], normalized))
+            value = text[start:end]
+            if value[0] == "\\":  # from an escaped "+" or "(" ("\u002b44 …", NumberFinder.find)
+                value = json.loads(f'"{value[:6]}"') + value[6:]
+            parts.append(self._mask_one(kind, value, normalized))
             position = end
         parts.append(text[position:])
         return "".join(parts)
