@@ -83,3 +83,43 @@ def test_a_short_national_number_keeps_its_last_four_digits_only(text, masked):
     """A national number of eight or nine digits (Germany's, Spain's) was stored with its
     first three and last four digits: seven of nine in clear."""
     assert Masker(b"key").mask_text(text) == masked
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    credential=st.text("abcdefABCDEF0123456789_-", min_size=8, max_size=40).filter(
+        lambda value: any(c.isdigit() for c in value) and value[0] not in "-_"
+    ),
+    name=st.sampled_from(["authorization", "Authorization", "AUTHORIZATION"]),
+)
+def test_an_authorization_without_a_scheme_is_removed_from_text_as_from_the_object(
+    credential, name
+):
+    # '"authorization": "<key>"' in a tool result's text, a header line, a query string: the
+    # parsed object lost the value, its text kept it (the detectors knew only "Bearer" and
+    # "Basic" after the name).
+    masker = Masker(KEY)
+    payload = {name: credential, "note": "kept"}
+
+    assert masker.mask(payload)[name] == "[secret removed]"
+    for text in (
+        json.dumps(payload),
+        json.dumps(json.dumps(payload)),
+        f"{name}: {credential}",
+        f"GET /cb?{name}={credential}&x=1",
+    ):
+        masked = masker.mask_text(text)
+        assert credential not in masked, masked
+        assert "[secret removed]" in masked, masked
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "the authorization: approved",  # a word, not a credential: no digit
+        "authorization: pending review",
+        "Authorization: Digest username=1",  # a scheme's: left to its own rules
+    ],
+)
+def test_an_authorization_that_is_a_word_or_has_a_scheme_is_kept(text):
+    assert Masker(KEY).mask_text(text) == text

@@ -59,7 +59,8 @@ _API_KEY_SHAPES = "|".join(
 # A credential written as ``name: value`` or ``name=value`` in prose, logs, query strings or
 # JSON text (quotes possibly escaped, as in a tool result embedded in a message): the names
 # ``masker._SECRET_MEMBER`` removes from a parsed object, but ``authorization`` (its value is
-# ``<scheme> <credentials>``: the bearer and basic detectors take the credentials).
+# ``<scheme> <credentials>``: the bearer and basic detectors take the credentials, the last
+# detector a value without a scheme).
 _CREDENTIAL_NAMES = (
     r"password|passwd|pwd|secret|client[_-]?secret|api[_-]?key|access[_-]?token|"
     r"refresh[_-]?token|id[_-]?token|session[_-]?token|auth[_-]?token|token|private[_-]?key"
@@ -132,6 +133,20 @@ TEXT_DETECTORS: tuple[Detector, ...] = (
         ),
         group=1,
         needles=("pass", "pwd", "secret", "api", "token", "private"),
+        lower=True,
+    ),
+    Detector(
+        "secret",
+        # An ``authorization`` value with no scheme before it ("Authorization: 9f86d0…", a
+        # bare API key): the credential itself, removed as from a parsed object. One with a
+        # scheme ("Bearer …", "Basic …", "Digest …") is left to the detectors above; a value
+        # without a digit is a word ("authorization: approved"), not a credential.
+        re.compile(
+            r"(?i)\bauthorization\b\\?[\"']?\s*[:=]\s*\\?[\"']?(?![A-Za-z][\w-]*[ \t]+[^\s\"'\\])"
+            r"(?=[^\s\"'\\,;&}\]]*\d)([^\s\"'\\,;&}\[\]][^\s\"'\\,;&}\]]{7,})"
+        ),
+        group=1,
+        needles=("authoriz",),
         lower=True,
     ),
 )
