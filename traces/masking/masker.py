@@ -34,6 +34,8 @@ _SECRET_MEMBER = re.compile(
     r"(?i)^(?:password|passwd|pwd|secret|client_?secret|api_?key|apikey|access_?token|"
     r"refresh_?token|id_?token|session_?token|auth_?token|token|authorization|private_?key)$"
 )
+# The JSON escapes a number's span may start with (NumberFinder.find), and what they stand for.
+_ESCAPED_NUMBER_START = {"\\u002b": "+", "\\u0028": "("}
 # What ``Masker._member`` answers for a member name that names a credential.
 _CREDENTIAL = object()
 # Known values shorter than this are not searched for in free text (too many false hits).
@@ -133,8 +135,11 @@ class Masker:
         for start, end, kind, normalized in spans:
             parts.append(text[position:start])
             value = text[start:end]
-            if value[0] == "\\":  # from an escaped "+" or "(" ("\u002b44 …", NumberFinder.find)
-                value = json.loads(f'"{value[:6]}"') + value[6:]
+            # A number found from an escaped "+" or "(" ("\u002b44 …", NumberFinder.find) is
+            # masked as written unescaped.
+            escaped = _ESCAPED_NUMBER_START.get(value[:6].lower()) if value[0] == "\\" else None
+            if escaped:
+                value = escaped + value[6:]
             parts.append(self._mask_one(kind, value, normalized))
             position = end
         parts.append(text[position:])
