@@ -158,12 +158,11 @@ def test_an_escaped_newline_or_quote_ends_a_url_before_a_phone(escape):
 @pytest.mark.parametrize("value", ["44 20 7946 0958", "13812345678", "646-770-1943"])
 def test_an_escaped_character_is_read_as_the_character_it_stands_for(char, value):
     r""" "\u002b44 20 7946 0958" is "+44 20 7946 0958": every value is found where it is in
-    the escaped text, as in the text it stands for (the escape six characters for one); one
-    that begins with the escaped character begins with the escape."""
+    the escaped text, as in the text it stands for (the escape six characters for one)."""
     escaped = f"x \\u{ord(char):04x}{value} y"
     plain = f"x {char}{value} y"
 
-    expected = [(s if s == 2 else s + 5, e + 5, kind, e164) for s, e, kind, e164 in _find(plain)]
+    expected = [(s + 5, e + 5, kind, e164) for s, e, kind, e164 in _find(plain)]
     assert _find(escaped) == expected
 
 

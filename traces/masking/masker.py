@@ -111,7 +111,7 @@ class Masker:
         numbers)."""
         secrets = _gate().candidates(text)
         if not secrets and not self._extra and "@" not in text:
-            return self._numbers.find(text)  # most texts
+            return self._numbers_in(text)  # most texts
         spans: list[Span] = []
         for detector in secrets:
             spans.extend((s, e, detector.kind, None) for s, e in detector.find(text))
@@ -121,9 +121,23 @@ class Masker:
         if "@" in text:
             spans.extend([(s, e, "email", None) for s, e in find_emails(text)])
         if not spans:
-            return self._numbers.find(text)
-        spans.extend(self._numbers.find(text))
+            return self._numbers_in(text)
+        spans.extend(self._numbers_in(text))
         return _without_overlaps(spans)
+
+    def _numbers_in(self, text: str) -> list[Span]:
+        """The number finder's spans; one that starts on the last character of an escaped "+"
+        or "(" (``"\\u002b44 20 …"``: the finder reads escapes as what they stand for, where
+        they end) starts at the escape."""
+        spans = self._numbers.find(text)
+        if "\\" not in text:
+            return spans
+        return [
+            (span[0] - 5, *span[1:])
+            if text[span[0] - 5 : span[0] + 1].lower() in _ESCAPED_NUMBER_START
+            else span
+            for span in spans
+        ]
 
     def _mask_text(self, text: str) -> str:
         if self._known_pattern is not None and any(v in text for v in self._known):

@@ -140,18 +140,8 @@ class NumberFinder:
     def find(self, text: str) -> list[Span]:
         if "\\" in text:
             # JSON written with its escapes (``json.dumps``' default): "\u8bc1510107…" reads as
-            # "证510107…". Same length, so every span found is where it is in ``text``, but one
-            # that starts on an escaped "+" or "(" ("\u002b44 20…"), from the escape's start.
-            unescaped = _ESCAPE.sub(_unescaped, text)
-            return [
-                (text.rindex("\\", 0, span[0]), *span[1:])
-                if unescaped[span[0]] != text[span[0]]
-                else span
-                for span in self._find(unescaped)
-            ]
-        return self._find(text)
-
-    def _find(self, text: str) -> list[Span]:
+            # "证510107…". Same length, so every span found is where it is in ``text``.
+            text = _ESCAPE.sub(_unescaped, text)
         spans: list[Span] = []
         last_end = 0
         countries, word = _IBAN_COUNTRIES, _WORD
