@@ -236,3 +236,22 @@ def test_a_phone_followed_by_a_dash_and_a_name_in_capitals_is_masked(region, kin
 
         assert standards.leaks(masked, written) == [], (text, masked)
         assert masked.endswith("-ZHANG WEI"), masked
+
+
+@pytest.mark.parametrize(
+    ("text", "phone"),
+    [
+        # After an amount's thousands any number may begin a value, not only one standing
+        # alone: a phone in groups after an amount.
+        ("total 2,000.00 020 7946 0958", "020 7946 0958"),
+        ("Paid 2,000.00 138 1234 5678 today", "138 1234 5678"),
+        # A code's run with no value in it, then a phone in a later run.
+        ("SKU5789 12 ok, call 0612345678", "0612345678"),
+    ],
+)
+def test_a_phone_after_an_amount_or_a_codes_run_is_masked(text, phone):
+    masked = Masker(b"key").mask_text(text)
+
+    alone = Masker(b"key").mask_text(phone)
+    assert alone != phone
+    assert alone in masked, masked
