@@ -190,8 +190,12 @@ def _changed(value, replacement):
     if value is None:
         return f"x{replacement}"
     text = str(value)
-    swapped = f"{replacement:x}"[:1] or "f"
-    return text[:-1] + ("0" if text[-1:] == swapped else swapped) if text else "x"
+    if not text:
+        return "x"
+    swapped = f"{replacement:x}"[0]
+    if text[-1] == swapped:  # another last character, whichever the draw ("…0" and 0)
+        swapped = "1" if swapped == "0" else "0"
+    return text[:-1] + swapped
 
 
 @pytest.fixture
