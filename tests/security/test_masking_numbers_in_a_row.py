@@ -203,9 +203,14 @@ def test_a_value_read_out_of_a_longer_run_must_be_written_as_one(text):
     ],
 )
 def test_a_phone_before_numbers_is_masked_whole(text, phone):
+    assert_masked_whole(text, phone)
+
+
+def assert_masked_whole(text, phone):
+    """``phone`` in ``text`` masked as it is alone, not a part of it read with the numbers
+    after it."""
     masked = Masker(b"key").mask_text(text)
 
-    # The whole phone masked as it is alone, not a part of it read with the numbers after.
     alone = Masker(b"key").mask_text(phone)
     assert alone != phone
     assert alone in masked, masked
@@ -250,8 +255,4 @@ def test_a_phone_followed_by_a_dash_and_a_name_in_capitals_is_masked(region, kin
     ],
 )
 def test_a_phone_after_an_amount_or_a_codes_run_is_masked(text, phone):
-    masked = Masker(b"key").mask_text(text)
-
-    alone = Masker(b"key").mask_text(phone)
-    assert alone != phone
-    assert alone in masked, masked
+    assert_masked_whole(text, phone)

@@ -244,7 +244,7 @@ class PhoneValidator:
         valid in several is taken for the first region's): what a phone read out of a longer
         run of numbers must show, where any digits valid somewhere would pass for one."""
         # "0044 20 7946 0958": the "00" before the country code is no group of the number.
-        groups = [len(group) for group in _DIGITS.findall(written.removeprefix("00"))]
+        groups = _groups(_shape_of(written.removeprefix("00")))
         numbers = [phonenumbers.parse(e164)]
         if not written.startswith(("+", "00")):
             for region in self.regions:
@@ -255,7 +255,7 @@ class PhoneValidator:
                 if phonenumbers.is_valid_number(number):
                     numbers.append(number)
         return any(
-            groups == [len(group) for group in _DIGITS.findall(phonenumbers.format_number(n, f))]
+            groups == _groups(_shape_of(phonenumbers.format_number(n, f)))
             for n in numbers
             for f in (
                 phonenumbers.PhoneNumberFormat.NATIONAL,
@@ -422,7 +422,6 @@ def _shape_for(region: str, nsn: str) -> str:
 
 
 _SHAPE = re.compile(r"\d")
-_DIGITS = re.compile(r"\d+")
 _GROUPS = re.compile(r"d+")
 
 
