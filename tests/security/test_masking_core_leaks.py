@@ -77,11 +77,15 @@ def test_http_basic_credentials_are_removed_wherever_they_are_written(user, pass
         ("Tel. 030 123456", "Tel. *****3456"),  # nine digits: "030**3456" showed seven
         ("Madrid 91 123 45 67", "Madrid *****4567"),
         ("call 0612345678", "call 061***5678"),  # ten digits and more: as before
+        ("tel 06221 123", "tel ****1123"),  # eight digits
+        ("Tel. +49 301234", "Tel. +****1234"),  # "+49**1234" showed six of eight
+        ("Tel. +49 3012345", "Tel. +*****2345"),  # "+49***2345" showed six of nine
+        ("Tel. +49 30 123456", "Tel. +49****3456"),  # ten digits and more: as before
     ],
 )
-def test_a_short_national_number_keeps_its_last_four_digits_only(text, masked):
-    """A national number of eight or nine digits (Germany's, Spain's) was stored with its
-    first three and last four digits: seven of nine in clear."""
+def test_a_short_number_keeps_its_last_four_digits_only(text, masked):
+    """A number of eight or nine digits (Germany's, Spain's, national or international) was
+    stored with its first two or three and last four digits: six or seven of eight in clear."""
     assert Masker(b"key").mask_text(text) == masked
 
 

@@ -169,9 +169,10 @@ def _mask_phone(value: str) -> str:
         return f"+86 {national[:3]}****{national[-4:]}"
     if len(digits) < 8:
         return "*" * len(digits)
+    if len(digits) < 10:
+        # "234*6789", "+49**1234" would show seven, six of eight digits: a short number keeps
+        # its last four only.
+        return f"{'+' if international else ''}{'*' * (len(digits) - 4)}{digits[-4:]}"
     if international:
         return f"+{digits[:2]}{'*' * (len(digits) - 6)}{digits[-4:]}"
-    if len(digits) < 10:
-        # "234*6789" would show seven of eight digits: a short number keeps its last four only.
-        return f"{'*' * (len(digits) - 4)}{digits[-4:]}"
     return f"{digits[:3]}{'*' * (len(digits) - 7)}{digits[-4:]}"
