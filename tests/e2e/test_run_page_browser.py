@@ -67,8 +67,9 @@ def test_a_held_runs_page_opens_on_its_waterfall_and_follows_the_decision(
         decide.start()
         decide.join()
         page.wait_for_function(
-            "document.querySelector('.run-header .run-status').dataset.status "
-            "!== 'awaiting_approval'",
+            # The page reloads itself after the decision: between two pages there is none.
+            "(status => status !== null && status.dataset.status !== 'awaiting_approval')"
+            "(document.querySelector('.run-header .run-status'))",
             timeout=20_000,
         )
         status_after = page.locator(".run-header .run-status").first.get_attribute("data-status")
